@@ -1,0 +1,107 @@
+// Engine: caches an origin BlockDevice on a cache BlockDevice, with its
+// metadata in a MetadataStore. The engine does not own the devices or the
+// store; they must outlive it.
+//
+// Threads: Read, Write, Discard, Sync, Flush, SetMode and stats() may be
+// called from any number of threads at once. A background thread cleans
+// dirty lines in write-back mode.
+//
+// Durability (the contract of a disk with a volatile write cache):
+// - a Write that completed before a Sync() completed, or a Write with fua,
+//   survives a crash or power cut in every mode;
+// - after a crash each 4 KiB block reads its last synced content or a
+//   later one, never another block's data; a block whose data cannot be
+//   proven by its checksum is read from the origin (clean) or fails with an
+//   I/O error (dirty), never returned wrong.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "cachecore/block_device.h"
+#include "cachecore/cache_mode.h"
+#include "cachecore/metadata_store.h"
+#include "cachecore/stats.h"
+
+namespace cachecore {
+
+struct EngineConfig {
+  uint32_t line_size = 64 * 1024;        // power of two, 4 KiB .. 1 MiB
+  CacheMode mode = CacheMode::kWriteThrough;
+  uint64_t sequential_cutoff = 1 << 20;  // bytes of a sequential stream before it bypasses; 0: off
+  uint32_t admit_after_misses = 1;       // n-hit filter: allocate on the nth miss of a line
+  uint32_t dirty_high_pct = 60;          // the cleaner starts above this share of dirty lines
+  uint32_t dirty_low_pct = 40;           // ... and stops below this one
+  uint32_t cleaner_batch_lines = 64;     // lines per cleaner pass (sorted, coalesced)
+  uint64_t error_threshold = 128;        // cache-device errors before the failed state
+  bool background_cleaner = true;        // false: lines are cleaned only by Flush and eviction
+  uint32_t promote_after_hits = 1;       // S3-FIFO: hits in the small queue to reach main
+};
+
+// Cleaning progress, for Flush(): dirty lines left and at the start.
+using FlushProgress = std::function<void(uint64_t remaining_lines, uint64_t total_lines)>;
+
+struct EngineDevices {
+  BlockDevice* origin = nullptr;
+  BlockDevice* cache = nullptr;
+  MetadataStore* metadata = nullptr;
+};
+
+class Engine {
+ public:
+  // Formats a new cache over `devices`: writes the superblock and a fresh
+  // metadata store. Refuses when the cache device already holds a cachectl
+  // superblock, unless `force`; with `force` it still refuses when the store
+  // it would replace records dirty data. Refuses bad geometry (line size,
+  // a cache too small for one line, an origin not a multiple of 4 KiB).
+  static Result<std::unique_ptr<Engine>> Create(const EngineDevices& devices,
+                                                const EngineConfig& config, bool force);
+  // Opens an existing cache, warm. Refuses, writing nothing, when the
+  // superblock and the metadata store disagree, or either disagrees with the
+  // origin; the message says what differs. `config` supplies tunables; the
+  // line size comes from the superblock and the mode from the store.
+  static Result<std::unique_ptr<Engine>> Open(const EngineDevices& devices,
+                                              const EngineConfig& config);
+  // Shuts down cleanly if Shutdown() was not called.
+  ~Engine();
+
+  // Offsets and lengths: multiples of 512 within the origin. Buffers: any
+  // alignment (the engine stages unaligned ones).
+  Status Read(uint64_t offset, void* buffer, uint64_t length);
+  Status Write(uint64_t offset, const void* buffer, uint64_t length, bool fua = false);
+  // Drops cached copies of the range and passes the discard to the origin
+  // when it supports it. Dirty data in the range is dropped too.
+  Status Discard(uint64_t offset, uint64_t length);
+  // The client's FLUSH: every write completed before the call is durable
+  // when it returns OK.
+  Status Sync();
+  // Cleans every dirty line now (writes them to the origin and makes that
+  // durable). Reports progress; fails if a dirty block cannot be cleaned.
+  Status Flush(const FlushProgress& progress = {});
+  // Switches mode while I/O runs. Leaving write-back cleans first.
+  Status SetMode(CacheMode mode, const FlushProgress& progress = {});
+  CacheMode mode() const;
+  // Sequential cutoff in bytes (0: off); takes effect at once, and is saved.
+  Status SetSequentialCutoff(uint64_t bytes);
+
+  StatsSnapshot stats() const;
+  void ResetStats();
+  uint32_t line_size() const;
+  uint64_t capacity_lines() const;
+  const CacheIdentity& identity() const;
+
+  // Syncs, stops the cleaner, records a clean shutdown. Dirty lines stay
+  // (write-back data is safe on the cache device). Idempotent.
+  Status Shutdown();
+  // Flush, then Shutdown: afterwards the origin alone holds all data.
+  Status Detach(const FlushProgress& progress = {});
+
+  struct Impl;
+
+ private:
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cachecore

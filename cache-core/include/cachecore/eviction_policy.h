@@ -1,0 +1,38 @@
+// EvictionPolicy: which cache line to give up when a new one is needed.
+// The engine calls it under its own mutex; implementations are not
+// thread-safe themselves. Slots are 0..capacity-1.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+
+namespace cachecore {
+
+class EvictionPolicy {
+ public:
+  virtual ~EvictionPolicy() = default;
+  // A new line now occupies `slot`; `key` is its origin line number.
+  virtual void OnInsert(uint32_t slot, uint64_t key) = 0;
+  virtual void OnHit(uint32_t slot) = 0;
+  // The line in `slot` is gone (invalidated or evicted).
+  virtual void OnRemove(uint32_t slot) = 0;
+  // Chooses a victim among occupied slots. `usable` says whether a candidate
+  // may go now (it is not busy); candidates it refuses keep their place.
+  // Returns nothing when no occupied slot is usable. The victim stays
+  // tracked until the caller calls OnRemove.
+  virtual std::optional<uint32_t> PickVictim(const std::function<bool(uint32_t)>& usable) = 0;
+};
+
+// S3-FIFO (Yang et al., SOSP 2023): a small probationary FIFO (10 %), a main
+// FIFO with a 2-bit frequency, and a ghost FIFO of recently evicted keys.
+// Scan-resistant (one-hit lines leave from the small queue) and
+// frequency-aware. A line moves to main after more than `promote_after`
+// hits in the small queue (0: after any hit).
+std::unique_ptr<EvictionPolicy> NewS3FifoPolicy(uint32_t capacity, uint32_t promote_after = 1);
+
+// Plain LRU, the baseline every other policy must beat.
+std::unique_ptr<EvictionPolicy> NewLruPolicy(uint32_t capacity);
+
+}  // namespace cachecore

@@ -1,0 +1,56 @@
+// Statistics: plain counters the engine bumps with relaxed atomics, read by
+// any thread at any time without stopping I/O.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+namespace cachecore {
+
+// Errors by device and kind.
+struct ErrorCounts {
+  uint64_t cache_read = 0, cache_write = 0, cache_flush = 0;
+  uint64_t origin_read = 0, origin_write = 0, origin_flush = 0;
+  uint64_t metadata = 0;
+  uint64_t checksum_repaired = 0;  // clean block failed, origin copy returned and rewritten
+  uint64_t checksum_failed = 0;    // dirty block failed: EIO
+};
+
+struct StatsSnapshot {
+  // 4 KiB block accesses: the unit of the hit ratios.
+  uint64_t read_hits = 0, read_misses = 0, write_hits = 0, write_misses = 0;
+  // Requests by outcome: all blocks hit, some hit, none hit.
+  uint64_t read_requests_full_hit = 0, read_requests_partial_hit = 0, read_requests_miss = 0;
+  uint64_t write_requests_full_hit = 0, write_requests_partial_hit = 0, write_requests_miss = 0;
+  uint64_t capacity_lines = 0, occupancy_lines = 0, dirty_lines = 0, clean_lines = 0;
+  uint64_t promotions = 0, evictions = 0, bypassed = 0;
+  uint64_t cleaner_writes = 0, cleaned_blocks = 0;
+  ErrorCounts errors;
+  bool failed = false;  // past the error threshold: new I/O passes through
+
+  double read_hit_ratio() const;
+  double hit_ratio() const;
+};
+
+// The engine's live counters. Each field mirrors StatsSnapshot.
+struct LiveStats {
+  std::atomic<uint64_t> read_hits{0}, read_misses{0}, write_hits{0}, write_misses{0};
+  std::atomic<uint64_t> read_full{0}, read_partial{0}, read_miss_req{0};
+  std::atomic<uint64_t> write_full{0}, write_partial{0}, write_miss_req{0};
+  std::atomic<uint64_t> occupancy_lines{0}, dirty_lines{0};
+  std::atomic<uint64_t> promotions{0}, evictions{0}, bypassed{0};
+  std::atomic<uint64_t> cleaner_writes{0}, cleaned_blocks{0};
+  std::atomic<uint64_t> cache_read_err{0}, cache_write_err{0}, cache_flush_err{0};
+  std::atomic<uint64_t> origin_read_err{0}, origin_write_err{0}, origin_flush_err{0};
+  std::atomic<uint64_t> metadata_err{0}, checksum_repaired{0}, checksum_failed{0};
+
+  static void Bump(std::atomic<uint64_t>& c, uint64_t n = 1) {
+    c.fetch_add(n, std::memory_order_relaxed);
+  }
+  // Zeroes the access and error counters (not occupancy or dirty lines).
+  void ResetCounters();
+  StatsSnapshot Snapshot(uint64_t capacity_lines, bool failed) const;
+};
+
+}  // namespace cachecore

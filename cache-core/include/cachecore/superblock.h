@@ -1,0 +1,68 @@
+// The superblock: the first 4 KiB of the cache device. It names the cache
+// (UUID), the origin it belongs to (size and identity), the line geometry and
+// whether the last shutdown was clean. The metadata store keeps the same
+// identity; the engine refuses to start when the two disagree.
+//
+// Layout (little-endian), 4096 bytes at offset 0:
+//   0   char[8]  magic "CACHECTL"
+//   8   u32      format version (kFormatVersion)
+//   12  u32      flags (bit 0: clean shutdown)
+//   16  u8[16]   cache UUID
+//   32  u64      origin size in bytes
+//   40  u32      line size in bytes
+//   44  u32      reserved (0)
+//   48  u64      data offset: where line 0 starts on the cache device
+//   56  u64      line count
+//   64  char[256] origin identity, NUL-padded
+//   4092 u32     CRC32C of bytes 0..4091
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "cachecore/status.h"
+
+namespace cachecore {
+
+constexpr uint32_t kFormatVersion = 1;
+constexpr uint32_t kSuperblockSize = 4096;
+// Line data starts 1 MiB into the cache device: aligned for any line size.
+constexpr uint64_t kDataOffset = 1 << 20;
+
+using Uuid = std::array<uint8_t, 16>;
+Uuid NewRandomUuid();
+std::string UuidToString(const Uuid& uuid);
+
+// What both the superblock and the metadata store record about a cache.
+struct CacheIdentity {
+  Uuid uuid{};
+  uint32_t format_version = kFormatVersion;
+  uint64_t origin_size = 0;
+  std::string origin_identity;
+  uint32_t line_size = 0;
+  uint64_t line_count = 0;
+};
+
+// Lists what differs between two identities, one "field: a vs b" per entry,
+// separated by "; ". Empty when they match.
+std::string DescribeIdentityDifference(const CacheIdentity& expected, const CacheIdentity& found,
+                                       const char* expected_name, const char* found_name);
+
+struct Superblock {
+  CacheIdentity identity;
+  bool clean_shutdown = false;
+  uint64_t data_offset = kDataOffset;
+};
+
+// Encodes into exactly kSuperblockSize bytes at `out`.
+void EncodeSuperblock(const Superblock& sb, uint8_t* out);
+// kNotFound when there is no cachectl magic (a blank or foreign device);
+// kCorruption when the magic is there but the checksum or version is wrong.
+Result<Superblock> DecodeSuperblock(const uint8_t* in);
+
+// The identity as a metadata-store value, and back.
+std::string EncodeIdentity(const CacheIdentity& id);
+Result<CacheIdentity> DecodeIdentity(const std::string& value);
+
+}  // namespace cachecore

@@ -1,0 +1,328 @@
+// Engine life cycle: create, open (with its identity checks), mode changes,
+// shutdown; and the public entry points, which check their arguments and
+// hand each line segment to engine_io.cc.
+#include "cachecore/engine.h"
+
+#include <bit>
+
+#include "engine_impl.h"
+
+namespace cachecore {
+
+namespace {
+
+constexpr uint32_t kDefaultLineSize = 64 * 1024;
+const char kModeKey[] = "mode";
+const char kCutoffKey[] = "sequential_cutoff";
+
+Status CheckLineSize(uint32_t line_size) {
+  if (!std::has_single_bit(line_size) || line_size < 4096 || line_size > (1u << 20)) {
+    return Status::InvalidArgument("line size " + std::to_string(line_size) +
+                                   " is not a power of two from 4K to 1M");
+  }
+  return Status::Ok();
+}
+
+Result<Superblock> ReadSuperblock(BlockDevice* cache) {
+  AlignedBuffer buf(kSuperblockSize);
+  Status s = cache->Read(0, buf.data(), kSuperblockSize);
+  if (!s.ok()) return Status::IoError("cannot read the superblock of " + cache->identity() + ": " +
+                                      s.message());
+  return DecodeSuperblock(buf.data());
+}
+
+Status CheckDevices(const EngineDevices& d) {
+  if (!d.origin || !d.cache || !d.metadata) {
+    return Status::InvalidArgument("origin, cache and metadata store are all required");
+  }
+  if (d.origin->identity() == d.cache->identity()) {
+    return Status::InvalidArgument("origin and cache are the same device (" +
+                                   d.origin->identity() + ")");
+  }
+  return Status::Ok();
+}
+
+// Refuses to format over a cache that may hold data the origin lacks.
+Status CheckSafeToFormat(const EngineDevices& d, bool force) {
+  Result<Superblock> old = ReadSuperblock(d.cache);
+  Result<CacheIdentity> stored = d.metadata->GetIdentity();
+  if (old.ok() && !force) {
+    return Status::Busy(d.cache->identity() + " already holds cachectl cache " +
+                        UuidToString(old->identity.uuid) + " (origin " +
+                        old->identity.origin_identity + "); use --force to replace it");
+  }
+  if (old.status().code() == StatusCode::kCorruption && !force) {
+    return Status::Busy(d.cache->identity() + " holds a damaged cachectl superblock (" +
+                        old.status().message() + "); use --force to replace it");
+  }
+  if (stored.ok() && !force) {
+    return Status::Busy("the metadata store already describes cache " +
+                        UuidToString(stored->uuid) + "; use --force to replace it");
+  }
+  uint64_t dirty = 0;
+  Status scan = d.metadata->ForEachLine([&](uint64_t, const LineRecord& r) {
+    for (BlockClass c : r.classes) {
+      dirty += (c == BlockClass::kDirty || c == BlockClass::kDirtyFresh ||
+                c == BlockClass::kDirtyOverwritten) ? 1 : 0;
+    }
+    return Status::Ok();
+  });
+  if (!scan.ok()) return scan;
+  if (dirty > 0) {
+    return Status::Busy("the metadata store records " + std::to_string(dirty) +
+                        " dirty block(s) not yet on the origin; start that cache and flush it "
+                        "first (--force never drops dirty data)");
+  }
+  return Status::Ok();
+}
+
+Status CheckOrigin(const CacheIdentity& id, BlockDevice* origin, uint32_t wanted_line_size) {
+  if (id.origin_size != origin->size_bytes()) {
+    return Status::Mismatch("wrong origin: the cache was made for an origin of " +
+                            std::to_string(id.origin_size) + " bytes, " + origin->identity() +
+                            " has " + std::to_string(origin->size_bytes()));
+  }
+  if (id.origin_identity != origin->identity()) {
+    return Status::Mismatch("wrong origin: the cache belongs to " + id.origin_identity +
+                            ", not to " + origin->identity());
+  }
+  if (wanted_line_size != 0 && wanted_line_size != id.line_size) {
+    return Status::Mismatch("line size: the cache uses " + std::to_string(id.line_size) +
+                            " bytes, " + std::to_string(wanted_line_size) + " was asked for");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Engine::Impl::Impl(const EngineDevices& devices, const EngineConfig& cfg, const CacheIdentity& id)
+    : dev(devices), config(cfg), identity(id), line_size(id.line_size),
+      blocks_per_line(id.line_size / kBlockSize), capacity(static_cast<uint32_t>(id.line_count)),
+      slot_line(capacity, kNoLine), slot_valid_blocks(capacity, 0), slot_dirty_blocks(capacity, 0),
+      block_crc(size_t{capacity} * blocks_per_line, 0),
+      block_epoch(size_t{capacity} * blocks_per_line, 0),
+      block_flags(size_t{capacity} * blocks_per_line, 0),
+      policy(NewS3FifoPolicy(capacity, cfg.promote_after_hits)), mode(cfg.mode),
+      admission(cfg.sequential_cutoff, cfg.admit_after_misses) {
+  for (uint32_t slot = capacity; slot-- > 0;) free_slots.push_back(slot);
+}
+
+Engine::Impl::~Impl() { StopCleaner(); }
+
+Status Engine::Impl::WriteSuperblock(bool clean_shutdown) {
+  Superblock sb;
+  sb.identity = identity;
+  sb.clean_shutdown = clean_shutdown;
+  AlignedBuffer buf(kSuperblockSize);
+  EncodeSuperblock(sb, buf.data());
+  CACHECORE_RETURN_IF_ERROR(dev.cache->Write(0, buf.data(), kSuperblockSize));
+  return dev.cache->Flush();
+}
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Engine::~Engine() { (void)Shutdown(); }
+
+Result<std::unique_ptr<Engine>> Engine::Create(const EngineDevices& d, const EngineConfig& config,
+                                               bool force) {
+  CACHECORE_RETURN_IF_ERROR(CheckDevices(d));
+  EngineConfig cfg = config;
+  if (cfg.line_size == 0) cfg.line_size = kDefaultLineSize;
+  CACHECORE_RETURN_IF_ERROR(CheckLineSize(cfg.line_size));
+  if (d.origin->size_bytes() % kBlockSize != 0) {
+    return Status::InvalidArgument("origin size " + std::to_string(d.origin->size_bytes()) +
+                                   " is not a multiple of 4 KiB");
+  }
+  uint64_t need = kDataOffset + 2ull * cfg.line_size;
+  if (d.cache->size_bytes() < need) {
+    return Status::InvalidArgument("cache device is too small: " +
+                                   std::to_string(d.cache->size_bytes()) + " bytes, at least " +
+                                   std::to_string(need) + " needed for this line size");
+  }
+  CACHECORE_RETURN_IF_ERROR(CheckSafeToFormat(d, force));
+
+  CacheIdentity id;
+  id.uuid = NewRandomUuid();
+  id.origin_size = d.origin->size_bytes();
+  id.origin_identity = d.origin->identity();
+  id.line_size = cfg.line_size;
+  id.line_count = std::min<uint64_t>((d.cache->size_bytes() - kDataOffset) / cfg.line_size,
+                                     UINT32_MAX - 1);
+  // Metadata first, superblock last: a crash in between leaves a pair that
+  // refuses to start (they disagree) rather than one that starts wrong.
+  CACHECORE_RETURN_IF_ERROR(d.metadata->DeleteAllLines());
+  CACHECORE_RETURN_IF_ERROR(d.metadata->PutConfig(kModeKey, CacheModeName(cfg.mode), false));
+  CACHECORE_RETURN_IF_ERROR(
+      d.metadata->PutConfig(kCutoffKey, std::to_string(cfg.sequential_cutoff), false));
+  CACHECORE_RETURN_IF_ERROR(d.metadata->PutIdentity(id, true));
+  auto impl = std::make_unique<Impl>(d, cfg, id);
+  CACHECORE_RETURN_IF_ERROR(impl->WriteSuperblock(false));
+  impl->StartCleaner();
+  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+}
+
+Result<std::unique_ptr<Engine>> Engine::Open(const EngineDevices& d, const EngineConfig& config) {
+  CACHECORE_RETURN_IF_ERROR(CheckDevices(d));
+  Result<Superblock> sb = ReadSuperblock(d.cache);
+  if (!sb.ok()) {
+    return Status(sb.status().code() == StatusCode::kNotFound
+                      ? Status::NotFound(d.cache->identity() + " holds no cachectl cache")
+                      : Status::Corruption(d.cache->identity() + ": " + sb.status().message()));
+  }
+  Result<CacheIdentity> stored = d.metadata->GetIdentity();
+  if (!stored.ok()) {
+    return Status::Mismatch("the metadata store holds no cache, but " + d.cache->identity() +
+                            " holds cache " + UuidToString(sb->identity.uuid));
+  }
+  std::string diff = DescribeIdentityDifference(sb->identity, stored.value(), "the superblock",
+                                                "the metadata store");
+  if (!diff.empty()) {
+    return Status::Mismatch("the cache device and the metadata store belong to different caches: " +
+                            diff);
+  }
+  CACHECORE_RETURN_IF_ERROR(CheckOrigin(sb->identity, d.origin, config.line_size));
+  if (kDataOffset + sb->identity.line_count * sb->identity.line_size > d.cache->size_bytes()) {
+    return Status::Mismatch("the cache device is smaller than its superblock says");
+  }
+  EngineConfig cfg = config;
+  cfg.line_size = sb->identity.line_size;
+  if (Result<std::string> m = d.metadata->GetConfig(kModeKey); m.ok()) {
+    Result<CacheMode> parsed = ParseCacheMode(m.value());
+    if (parsed.ok()) cfg.mode = parsed.value();
+  }
+  if (Result<std::string> c = d.metadata->GetConfig(kCutoffKey); c.ok()) {
+    cfg.sequential_cutoff = std::strtoull(c->c_str(), nullptr, 10);
+  }
+  auto impl = std::make_unique<Impl>(d, cfg, sb->identity);
+  std::vector<uint32_t> changed;
+  CACHECORE_RETURN_IF_ERROR(impl->LoadLines(sb->clean_shutdown, &changed));
+  // Everything checked: from here on the engine writes.
+  CACHECORE_RETURN_IF_ERROR(impl->WriteSuperblock(false));
+  CACHECORE_RETURN_IF_ERROR(impl->RewriteRecords(changed));
+  impl->StartCleaner();
+  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+}
+
+namespace {
+Status CheckRange(const Engine::Impl& impl, uint64_t offset, uint64_t length) {
+  if (impl.shut_down.load()) return Status::Busy("the cache is shut down");
+  if (length == 0 || offset % kSectorSize != 0 || length % kSectorSize != 0) {
+    return Status::InvalidArgument("offset and length must be non-zero multiples of 512");
+  }
+  if (offset > impl.identity.origin_size || length > impl.identity.origin_size - offset) {
+    return Status::OutOfRange("request ends beyond the volume (" +
+                              std::to_string(impl.identity.origin_size) + " bytes)");
+  }
+  return Status::Ok();
+}
+
+void CountRequest(uint64_t hits, uint64_t misses, std::atomic<uint64_t>& full,
+                  std::atomic<uint64_t>& partial, std::atomic<uint64_t>& miss) {
+  LiveStats::Bump(misses == 0 ? full : hits == 0 ? miss : partial);
+}
+}  // namespace
+
+Status Engine::Read(uint64_t offset, void* buffer, uint64_t length) {
+  CACHECORE_RETURN_IF_ERROR(CheckRange(*impl_, offset, length));
+  bool bypass = impl_->admission.SequentialBypass(offset, length);
+  if (bypass) LiveStats::Bump(impl_->stats.bypassed);
+  Impl::Tally tally;
+  auto* out = static_cast<uint8_t*>(buffer);
+  Status s = ForEachSegment(offset, length, impl_->line_size, [&](const Segment& seg, uint64_t at) {
+    return impl_->ReadSegment(seg, out + at, bypass, tally);
+  });
+  LiveStats::Bump(impl_->stats.read_hits, tally.hits);
+  LiveStats::Bump(impl_->stats.read_misses, tally.misses);
+  CountRequest(tally.hits, tally.misses, impl_->stats.read_full, impl_->stats.read_partial,
+               impl_->stats.read_miss_req);
+  return s;
+}
+
+Status Engine::Write(uint64_t offset, const void* buffer, uint64_t length, bool fua) {
+  CACHECORE_RETURN_IF_ERROR(CheckRange(*impl_, offset, length));
+  bool bypass = impl_->admission.SequentialBypass(offset, length);
+  if (bypass) LiveStats::Bump(impl_->stats.bypassed);
+  Impl::Tally tally;
+  const auto* in = static_cast<const uint8_t*>(buffer);
+  Status s = ForEachSegment(offset, length, impl_->line_size, [&](const Segment& seg, uint64_t at) {
+    return impl_->WriteSegment(seg, in + at, bypass, tally);
+  });
+  LiveStats::Bump(impl_->stats.write_hits, tally.hits);
+  LiveStats::Bump(impl_->stats.write_misses, tally.misses);
+  CountRequest(tally.hits, tally.misses, impl_->stats.write_full, impl_->stats.write_partial,
+               impl_->stats.write_miss_req);
+  if (s.ok() && fua) s = impl_->SyncAll();
+  return s;
+}
+
+Status Engine::Discard(uint64_t offset, uint64_t length) {
+  CACHECORE_RETURN_IF_ERROR(CheckRange(*impl_, offset, length));
+  CACHECORE_RETURN_IF_ERROR(ForEachSegment(offset, length, impl_->line_size,
+      [&](const Segment& seg, uint64_t) { return impl_->DiscardSegment(seg); }));
+  if (!impl_->dev.origin->supports_discard()) return Status::Ok();
+  Status s = impl_->dev.origin->Discard(offset, length);
+  if (!s.ok()) LiveStats::Bump(impl_->stats.origin_write_err);
+  return s;
+}
+
+Status Engine::Sync() {
+  if (impl_->shut_down.load()) return Status::Busy("the cache is shut down");
+  return impl_->SyncAll();
+}
+
+Status Engine::Flush(const FlushProgress& progress) {
+  std::lock_guard lock(impl_->manage_mu);
+  if (impl_->shut_down.load()) return Status::Busy("the cache is shut down");
+  return impl_->FlushAll(progress);
+}
+
+Status Engine::SetMode(CacheMode mode, const FlushProgress& progress) {
+  std::lock_guard lock(impl_->manage_mu);
+  if (impl_->shut_down.load()) return Status::Busy("the cache is shut down");
+  CacheMode old = impl_->mode.load();
+  if (old == CacheMode::kWriteBack && mode != CacheMode::kWriteBack) {
+    // New writes stop making dirty data while the old dirty data is cleaned.
+    impl_->mode.store(CacheMode::kWriteThrough);
+    Status s = impl_->FlushAll(progress);
+    if (!s.ok()) {
+      impl_->mode.store(CacheMode::kWriteBack);
+      return s;
+    }
+  }
+  impl_->mode.store(mode);
+  return impl_->dev.metadata->PutConfig(kModeKey, CacheModeName(mode), true);
+}
+
+CacheMode Engine::mode() const { return impl_->mode.load(); }
+
+Status Engine::SetSequentialCutoff(uint64_t bytes) {
+  impl_->admission.set_sequential_cutoff(bytes);
+  return impl_->dev.metadata->PutConfig(kCutoffKey, std::to_string(bytes), true);
+}
+
+StatsSnapshot Engine::stats() const {
+  return impl_->stats.Snapshot(impl_->capacity, impl_->failed.load());
+}
+void Engine::ResetStats() { impl_->stats.ResetCounters(); }
+uint32_t Engine::line_size() const { return impl_->line_size; }
+uint64_t Engine::capacity_lines() const { return impl_->capacity; }
+const CacheIdentity& Engine::identity() const { return impl_->identity; }
+
+Status Engine::Shutdown() {
+  std::lock_guard lock(impl_->manage_mu);
+  if (impl_->shut_down.load()) return Status::Ok();
+  impl_->StopCleaner();
+  Status s = impl_->SyncAll();
+  // Refuse new I/O from here on; a failed sync leaves the flag unclean, so
+  // the next start proves what it finds.
+  impl_->shut_down.store(true);
+  if (!s.ok()) return s;
+  return impl_->WriteSuperblock(true);
+}
+
+Status Engine::Detach(const FlushProgress& progress) {
+  CACHECORE_RETURN_IF_ERROR(Flush(progress));
+  return Shutdown();
+}
+
+}  // namespace cachecore

@@ -1,0 +1,193 @@
+// Engine internals shared by engine*.cc. Not a public header.
+//
+// Locking, from outside in:
+// - stripes_[i]: a "cell" for every origin line hashing to i, held across the
+//   I/O of one line segment (like dm's bio prison). A thread blocks on a
+//   stripe only while it holds no other stripe; it may try_lock more.
+// - mu_: the map from origin lines to slots, the free list, the policy, the
+//   dirty index. Never held across I/O, never blocked on while holding it.
+// Per-block state of a slot is guarded by the stripe of the line in it.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "admission.h"
+#include "cachecore/engine.h"
+#include "cachecore/eviction_policy.h"
+
+namespace cachecore {
+
+constexpr uint32_t kBlockSize = 4096;
+constexpr uint64_t kNoLine = UINT64_MAX;
+constexpr size_t kStripes = 1024;
+
+// Per-block flags in RAM.
+enum BlockFlag : uint8_t {
+  kValid = 1,
+  kDirty = 2,
+  // Rewritten in place over flushed dirty data since that data's last
+  // flush: its durable record says kDirtyOverwritten.
+  kOverwritten = 4,
+};
+
+// One line's share of a request: origin line, byte range within the line.
+struct Segment {
+  uint64_t line;
+  uint32_t begin;  // byte offset in the line
+  uint32_t end;    // exclusive
+  uint32_t first_block() const { return begin / kBlockSize; }
+  uint32_t end_block() const { return (end + kBlockSize - 1) / kBlockSize; }
+  bool block_aligned() const { return begin % kBlockSize == 0 && end % kBlockSize == 0; }
+};
+
+struct Engine::Impl {
+  Impl(const EngineDevices& devices, const EngineConfig& config, const CacheIdentity& identity);
+  ~Impl();
+
+  // ---- geometry
+  uint64_t SlotOffset(uint32_t slot, uint32_t block) const {
+    return kDataOffset + static_cast<uint64_t>(slot) * line_size + uint64_t{block} * kBlockSize;
+  }
+  uint64_t OriginOffset(uint64_t line, uint32_t block) const {
+    return line * line_size + uint64_t{block} * kBlockSize;
+  }
+  size_t BlockIndex(uint32_t slot, uint32_t block) const {
+    return static_cast<size_t>(slot) * blocks_per_line + block;
+  }
+  std::mutex& StripeOf(uint64_t line) { return stripes[StripeIndex(line)]; }
+  static size_t StripeIndex(uint64_t line) { return (line * 0x9E3779B97F4A7C15ull >> 32) % kStripes; }
+  CacheMode EffectiveMode() const {
+    return failed.load() ? CacheMode::kPassThrough : mode.load();
+  }
+
+  // ---- line table (engine_lines.cc)
+  // The slot of `line`, if cached. Tells the policy of a hit when a block in
+  // [b0, b1) is valid (caller holds the line's stripe, so flags are stable).
+  std::optional<uint32_t> Lookup(uint64_t line, uint32_t b0, uint32_t b1);
+  // A slot for `line` (caller holds its stripe). Evicts (cleaning first if
+  // needed) when the cache is full. Nothing when every candidate is busy.
+  std::optional<uint32_t> Allocate(uint64_t line);
+  // Called under mu_: the line in `slot` leaves the cache (it is clean).
+  void EvictLocked(uint32_t slot, MetadataStore::Batch& batch);
+  LineRecord BuildRecord(uint32_t slot) const;
+  // Block state changes (caller holds the stripe). Keep the counters and
+  // the dirty index right.
+  void MarkValidClean(uint32_t slot, uint32_t block, uint32_t crc, uint64_t epoch);
+  void MarkDirty(uint32_t slot, uint32_t block, uint32_t crc, bool overwritten, uint64_t epoch);
+  void MarkClean(uint32_t slot, uint32_t block);
+  void Invalidate(uint32_t slot, uint32_t block);
+  // Frees the slot when no block is valid any more (caller holds the stripe).
+  void ReleaseIfEmpty(uint32_t slot, MetadataStore::Batch& batch);
+  bool IsStable(uint32_t slot, uint32_t block) const {
+    return block_epoch[BlockIndex(slot, block)] < flushes_completed.load();
+  }
+  uint8_t Flags(uint32_t slot, uint32_t block) const { return block_flags[BlockIndex(slot, block)]; }
+  Status PutRecord(uint32_t slot, bool sync);
+  void CountCacheError(std::atomic<uint64_t>& counter);
+
+  // ---- I/O (engine_io.cc)
+  struct Tally {
+    uint64_t hits = 0, misses = 0;
+  };
+  Status ReadSegment(const Segment& seg, uint8_t* out, bool bypass, Tally& tally);
+  Status WriteSegment(const Segment& seg, const uint8_t* in, bool bypass, Tally& tally);
+  Status DiscardSegment(const Segment& seg);
+  Status WriteBackSegment(const Segment& seg, std::optional<uint32_t> slot, uint8_t* window);
+  Status ThroughSegment(const Segment& seg, std::optional<uint32_t> slot, uint8_t* window,
+                        CacheMode mode, bool allocate);
+  // Writes blocks [b0,b1) of `window` into the slot as clean, current data.
+  void UpdateCachedBlocks(uint32_t slot, uint32_t b0, uint32_t b1, const uint8_t* window,
+                          bool only_valid);
+  // Reads blocks [b0,b1) of a cached line into `window` and verifies each;
+  // a clean block that fails comes from the origin (and is repaired).
+  Status ReadCachedBlocks(uint64_t line, uint32_t slot, uint32_t b0, uint32_t b1, uint8_t* window);
+  // Fills the partial edge blocks of `seg` in `window` from cache or origin.
+  Status FillEdges(const Segment& seg, std::optional<uint32_t> slot, uint8_t* window);
+  Status SyncAll();
+
+  // ---- cleaning (engine_cleaner.cc)
+  // Writes the dirty blocks of `slots` (their stripes held by the caller)
+  // to the origin, makes that durable, then marks them clean, durably.
+  Status CleanSlots(const std::vector<uint32_t>& slots);
+  // One pass over up to `max_lines` dirty lines in origin order. Returns
+  // how many lines it cleaned.
+  Result<uint64_t> CleanPass(uint64_t max_lines);
+  Status FlushAll(const FlushProgress& progress);
+  void CleanerLoop();
+  void StartCleaner();
+  void StopCleaner();
+
+  // ---- recovery (engine_recovery.cc)
+  // Fills the slot table from the store (reads only). Slots whose records
+  // no longer say what RAM does are listed in `changed_slots`.
+  Status LoadLines(bool clean_shutdown, std::vector<uint32_t>* changed_slots);
+  Status RewriteRecords(const std::vector<uint32_t>& slots);
+  Status WriteSuperblock(bool clean_shutdown);
+
+  EngineDevices dev;
+  EngineConfig config;
+  CacheIdentity identity;
+  uint32_t line_size;
+  uint32_t blocks_per_line;
+  uint32_t capacity;
+
+  // Slot table.
+  std::vector<uint64_t> slot_line;
+  std::vector<uint16_t> slot_valid_blocks;
+  std::vector<uint16_t> slot_dirty_blocks;
+  std::vector<uint32_t> block_crc;
+  std::vector<uint64_t> block_epoch;  // flushes_started when last written
+  std::vector<uint8_t> block_flags;
+
+  std::mutex mu;
+  std::unordered_map<uint64_t, uint32_t> map;
+  std::vector<uint32_t> free_slots;
+  std::unique_ptr<EvictionPolicy> policy;
+  std::map<uint64_t, uint32_t> dirty_index;  // origin line -> slot, for sorted cleaning
+  uint64_t clean_cursor = 0;
+
+  std::array<std::mutex, kStripes> stripes;
+
+  // Flush epochs: a write that completes while flushes_started == e is
+  // covered by flush e+1; it is durable once flushes_completed > e.
+  std::atomic<uint64_t> flushes_started{1};
+  std::atomic<uint64_t> flushes_completed{1};
+
+  std::atomic<CacheMode> mode;
+  std::atomic<bool> failed{false};
+  std::atomic<uint64_t> cache_errors{0};
+  LiveStats stats;
+  Admission admission;
+
+  std::mutex manage_mu;  // one Flush / SetMode / Shutdown at a time
+  std::mutex cleaner_mu;
+  std::condition_variable cleaner_cv;
+  bool cleaner_stop = false;
+  std::thread cleaner;
+  std::atomic<bool> shut_down{false};
+};
+
+// Runs fn(segment, byte offset in the request) for each line the range touches.
+template <typename Fn>
+Status ForEachSegment(uint64_t offset, uint64_t length, uint32_t line_size, Fn fn) {
+  uint64_t done = 0;
+  while (done < length) {
+    uint64_t pos = offset + done;
+    uint32_t begin = static_cast<uint32_t>(pos % line_size);
+    uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(length - done, line_size - begin));
+    Segment seg{pos / line_size, begin, begin + n};
+    CACHECORE_RETURN_IF_ERROR(fn(seg, done));
+    done += n;
+  }
+  return Status::Ok();
+}
+
+}  // namespace cachecore

@@ -1,0 +1,330 @@
+// The I/O paths: how a read, a write and a discard move through the cache.
+// Each request is split into line segments; a segment holds its line's
+// stripe for its I/O, so two requests on one line never interleave.
+#include <bitset>
+#include <cstring>
+
+#include "cachecore/checksum.h"
+#include "engine_impl.h"
+
+namespace cachecore {
+
+namespace {
+
+// Per-thread staging: a block-aligned copy of a segment, reused, so the hot
+// path allocates nothing after warm-up.
+uint8_t* SegmentWindow(size_t bytes) {
+  thread_local AlignedBuffer window;
+  window.Reserve(bytes);
+  return window.data();
+}
+
+uint8_t* EdgeBuffer() {
+  thread_local AlignedBuffer edge(kBlockSize);
+  return edge.data();
+}
+
+uint32_t BlockCrc(const uint8_t* window, uint32_t index) {
+  return Crc32c(window + size_t{index} * kBlockSize, kBlockSize);
+}
+
+}  // namespace
+
+Status Engine::Impl::ReadCachedBlocks(uint64_t line, uint32_t slot, uint32_t b0, uint32_t b1,
+                                      uint8_t* dst) {
+  Status s = dev.cache->Read(SlotOffset(slot, b0), dst, uint64_t{b1 - b0} * kBlockSize);
+  if (!s.ok()) CountCacheError(stats.cache_read_err);
+  bool repaired = false;
+  for (uint32_t b = b0; b < b1; ++b) {
+    uint8_t* block = dst + size_t{b - b0} * kBlockSize;
+    if (s.ok() && Crc32c(block, kBlockSize) == block_crc[BlockIndex(slot, b)]) continue;
+    if (Flags(slot, b) & kDirty) {
+      // Only the cache holds this data and it cannot be proven: fail the
+      // read rather than return something wrong.
+      if (s.ok()) LiveStats::Bump(stats.checksum_failed);
+      return Status::IoError("dirty block at origin offset " +
+                             std::to_string(OriginOffset(line, b)) +
+                             (s.ok() ? " fails its checksum" : " cannot be read from the cache"));
+    }
+    // A clean block: the origin has the data.
+    Status o = dev.origin->Read(OriginOffset(line, b), block, kBlockSize);
+    if (!o.ok()) {
+      LiveStats::Bump(stats.origin_read_err);
+      return o;
+    }
+    if (!s.ok()) {
+      Invalidate(slot, b);  // the cache device failed here; do not trust it
+      repaired = true;
+      continue;
+    }
+    LiveStats::Bump(stats.checksum_repaired);
+    if (dev.cache->Write(SlotOffset(slot, b), block, kBlockSize).ok()) {
+      MarkValidClean(slot, b, Crc32c(block, kBlockSize), flushes_started.load());
+    } else {
+      CountCacheError(stats.cache_write_err);
+      Invalidate(slot, b);
+    }
+    repaired = true;
+  }
+  if (repaired) PutRecord(slot, false);
+  return Status::Ok();
+}
+
+Status Engine::Impl::ReadSegment(const Segment& seg, uint8_t* out, bool bypass, Tally& tally) {
+  std::lock_guard cell(StripeOf(seg.line));
+  const uint32_t b0 = seg.first_block(), b1 = seg.end_block();
+  uint8_t* window = SegmentWindow(size_t{b1 - b0} * kBlockSize);
+  std::optional<uint32_t> slot = Lookup(seg.line, b0, b1);
+  std::bitset<256> hit;
+  for (uint32_t b = b0; b < b1; ++b) hit[b - b0] = slot && (Flags(*slot, b) & kValid);
+  uint64_t hits = hit.count(), misses = (b1 - b0) - hits;
+  tally.hits += hits;
+  tally.misses += misses;
+
+  // Runs of hits come from the cache, runs of misses from the origin.
+  for (uint32_t b = b0; b < b1;) {
+    uint32_t e = b + 1;
+    while (e < b1 && hit[e - b0] == hit[b - b0]) ++e;
+    uint8_t* dst = window + size_t{b - b0} * kBlockSize;
+    if (hit[b - b0]) {
+      CACHECORE_RETURN_IF_ERROR(ReadCachedBlocks(seg.line, *slot, b, e, dst));
+    } else {
+      Status s = dev.origin->Read(OriginOffset(seg.line, b), dst, uint64_t{e - b} * kBlockSize);
+      if (!s.ok()) {
+        LiveStats::Bump(stats.origin_read_err);
+        return s;
+      }
+    }
+    b = e;
+  }
+
+  CacheMode mode = EffectiveMode();
+  bool promote = misses > 0 && !bypass && mode != CacheMode::kPassThrough &&
+                 admission.AdmitOnMiss(seg.line);
+  if (promote && !slot) slot = Allocate(seg.line);
+  if (promote && slot) {
+    bool changed = false;
+    for (uint32_t b = b0; b < b1;) {
+      if (hit[b - b0] || (Flags(*slot, b) & kValid)) { ++b; continue; }
+      uint32_t e = b + 1;
+      while (e < b1 && !hit[e - b0]) ++e;
+      const uint8_t* src = window + size_t{b - b0} * kBlockSize;
+      if (dev.cache->Write(SlotOffset(*slot, b), src, uint64_t{e - b} * kBlockSize).ok()) {
+        uint64_t epoch = flushes_started.load();
+        for (uint32_t x = b; x < e; ++x) MarkValidClean(*slot, x, BlockCrc(window, x - b0), epoch);
+        changed = true;
+      } else {
+        CountCacheError(stats.cache_write_err);
+      }
+      b = e;
+    }
+    if (changed) PutRecord(*slot, false);
+    MetadataStore::Batch batch;
+    ReleaseIfEmpty(*slot, batch);
+    if (!batch.empty()) dev.metadata->Apply(batch, false);
+  }
+  std::memcpy(out, window + (seg.begin - size_t{b0} * kBlockSize), seg.end - seg.begin);
+  return Status::Ok();
+}
+
+Status Engine::Impl::FillEdges(const Segment& seg, std::optional<uint32_t> slot, uint8_t* window) {
+  const uint32_t b0 = seg.first_block(), b1 = seg.end_block();
+  auto fill = [&](uint32_t b) -> Status {
+    uint8_t* edge = EdgeBuffer();
+    if (slot && (Flags(*slot, b) & kValid)) {
+      CACHECORE_RETURN_IF_ERROR(ReadCachedBlocks(seg.line, *slot, b, b + 1, edge));
+    } else {
+      Status s = dev.origin->Read(OriginOffset(seg.line, b), edge, kBlockSize);
+      if (!s.ok()) {
+        LiveStats::Bump(stats.origin_read_err);
+        return s;
+      }
+    }
+    // Keep the request's bytes; take the rest of the block from `edge`.
+    uint32_t block_begin = b * kBlockSize, block_end = block_begin + kBlockSize;
+    uint8_t* dst = window + size_t{b - b0} * kBlockSize;
+    if (seg.begin > block_begin) std::memcpy(dst, edge, seg.begin - block_begin);
+    if (seg.end < block_end) {
+      std::memcpy(dst + (seg.end - block_begin), edge + (seg.end - block_begin), block_end - seg.end);
+    }
+    return Status::Ok();
+  };
+  if (seg.begin % kBlockSize != 0) CACHECORE_RETURN_IF_ERROR(fill(b0));
+  if (seg.end % kBlockSize != 0 && (b1 - 1 != b0 || seg.begin % kBlockSize == 0)) {
+    CACHECORE_RETURN_IF_ERROR(fill(b1 - 1));
+  }
+  return Status::Ok();
+}
+
+Status Engine::Impl::WriteSegment(const Segment& seg, const uint8_t* in, bool bypass,
+                                  Tally& tally) {
+  std::lock_guard cell(StripeOf(seg.line));
+  const uint32_t b0 = seg.first_block(), b1 = seg.end_block();
+  uint8_t* window = SegmentWindow(size_t{b1 - b0} * kBlockSize);
+  std::memcpy(window + (seg.begin - size_t{b0} * kBlockSize), in, seg.end - seg.begin);
+  std::optional<uint32_t> slot = Lookup(seg.line, b0, b1);
+  bool any_dirty = false;
+  uint64_t hits = 0;
+  for (uint32_t b = b0; b < b1 && slot; ++b) {
+    uint8_t f = Flags(*slot, b);
+    hits += (f & kValid) ? 1 : 0;
+    any_dirty |= (f & kDirty) != 0;
+  }
+  tally.hits += hits;
+  tally.misses += (b1 - b0) - hits;
+  CacheMode mode = EffectiveMode();
+  // Dirty blocks are only on the cache: whatever the mode, a write to them
+  // goes there, or the flushed dirty data could resurface after a crash.
+  if (any_dirty || (mode == CacheMode::kWriteBack && !bypass)) {
+    return WriteBackSegment(seg, slot, window);
+  }
+  return ThroughSegment(seg, slot, window, mode, !bypass);
+}
+
+Status Engine::Impl::WriteBackSegment(const Segment& seg, std::optional<uint32_t> slot,
+                                      uint8_t* window) {
+  const uint32_t b0 = seg.first_block(), b1 = seg.end_block();
+  if (!slot && admission.AdmitOnMiss(seg.line)) slot = Allocate(seg.line);
+  if (!slot) return ThroughSegment(seg, std::nullopt, window, CacheMode::kWriteAround, false);
+  CACHECORE_RETURN_IF_ERROR(FillEdges(seg, slot, window));
+
+  // Blocks holding flushed dirty data are about to be overwritten in place.
+  // Their durable record must say so first (kDirtyOverwritten): otherwise a
+  // crash could leave new data under the old checksum, and neither could be
+  // proven. Synced here, before the data; blocks already rewritten since the
+  // last flush carry the mark and need nothing.
+  std::bitset<256> overwritten;
+  bool announce = false;
+  for (uint32_t b = b0; b < b1; ++b) {
+    size_t i = BlockIndex(*slot, b);
+    uint8_t f = block_flags[i];
+    if (!(f & kDirty)) continue;
+    if (IsStable(*slot, b)) {
+      block_flags[i] |= kOverwritten;
+      block_epoch[i] = flushes_started.load();
+      announce = true;
+    }
+    overwritten[b - b0] = (block_flags[i] & kOverwritten) != 0;
+  }
+  if (announce) CACHECORE_RETURN_IF_ERROR(PutRecord(*slot, true));
+
+  // 1. Data to the cache device ...
+  Status s = dev.cache->Write(SlotOffset(*slot, b0), window, uint64_t{b1 - b0} * kBlockSize);
+  if (!s.ok()) {
+    // The cache device failed the write: the data goes to the origin,
+    // durably, and the blocks leave the cache.
+    CountCacheError(stats.cache_write_err);
+    uint64_t at = OriginOffset(seg.line, b0);
+    Status o = dev.origin->Write(at, window, uint64_t{b1 - b0} * kBlockSize);
+    if (o.ok()) o = dev.origin->Flush();
+    if (!o.ok()) {
+      LiveStats::Bump(stats.origin_write_err);
+      return o;
+    }
+    for (uint32_t b = b0; b < b1; ++b) Invalidate(*slot, b);
+    MetadataStore::Batch batch;
+    batch.PutLine(*slot, BuildRecord(*slot));
+    ReleaseIfEmpty(*slot, batch);
+    return dev.metadata->Apply(batch, true);
+  }
+  // 2. ... then its metadata (unsynced: Sync() and FUA make it durable) ...
+  uint64_t epoch = flushes_started.load();
+  for (uint32_t b = b0; b < b1; ++b) {
+    MarkDirty(*slot, b, BlockCrc(window, b - b0), overwritten[b - b0], epoch);
+  }
+  // 3. ... and only then does the caller acknowledge the write.
+  return PutRecord(*slot, false);
+}
+
+void Engine::Impl::UpdateCachedBlocks(uint32_t slot, uint32_t b0, uint32_t b1,
+                                      const uint8_t* window, bool only_valid) {
+  for (uint32_t b = b0; b < b1;) {
+    if (only_valid && !(Flags(slot, b) & kValid)) { ++b; continue; }
+    uint32_t e = b + 1;
+    while (e < b1 && (!only_valid || (Flags(slot, e) & kValid))) ++e;
+    const uint8_t* src = window + size_t{b - b0} * kBlockSize;
+    if (dev.cache->Write(SlotOffset(slot, b), src, uint64_t{e - b} * kBlockSize).ok()) {
+      uint64_t epoch = flushes_started.load();
+      for (uint32_t x = b; x < e; ++x) MarkValidClean(slot, x, BlockCrc(window, x - b0), epoch);
+    } else {
+      CountCacheError(stats.cache_write_err);  // drop the blocks; the origin has them
+      for (uint32_t x = b; x < e; ++x) Invalidate(slot, x);
+    }
+    b = e;
+  }
+}
+
+Status Engine::Impl::ThroughSegment(const Segment& seg, std::optional<uint32_t> slot,
+                                    uint8_t* window, CacheMode mode, bool allocate) {
+  const uint32_t b0 = seg.first_block(), b1 = seg.end_block();
+  const uint8_t* exact = window + (seg.begin - size_t{b0} * kBlockSize);
+  Status s = dev.origin->Write(seg.line * line_size + seg.begin, exact, seg.end - seg.begin);
+  if (!s.ok()) LiveStats::Bump(stats.origin_write_err);
+  bool keep_copies = s.ok() && (mode == CacheMode::kWriteThrough ||
+                                mode == CacheMode::kWriteAround || mode == CacheMode::kWriteBack);
+  if (!slot && keep_copies && mode == CacheMode::kWriteThrough && allocate &&
+      seg.block_aligned() && admission.AdmitOnMiss(seg.line)) {
+    slot = Allocate(seg.line);
+  }
+  if (!slot) return s;
+  MetadataStore::Batch batch;
+  if (keep_copies) {
+    // Whole blocks replace the cached copy; a partial block is merged with
+    // the cached copy when there is one.
+    Status filled = FillEdges(seg, slot, window);
+    bool whole_new = mode == CacheMode::kWriteThrough && allocate && filled.ok();
+    UpdateCachedBlocks(*slot, b0, b1, window, !whole_new);
+    if (!filled.ok()) {
+      if (seg.begin % kBlockSize) Invalidate(*slot, b0);
+      if (seg.end % kBlockSize) Invalidate(*slot, b1 - 1);
+    }
+  } else {
+    // Read-only and pass-through keep no copy of written data; after an
+    // origin error the cached copy may be older than the origin: drop it.
+    for (uint32_t b = b0; b < b1; ++b) Invalidate(*slot, b);
+  }
+  batch.PutLine(*slot, BuildRecord(*slot));
+  ReleaseIfEmpty(*slot, batch);
+  Status m = dev.metadata->Apply(batch, false);
+  if (!m.ok()) LiveStats::Bump(stats.metadata_err);
+  return s.ok() ? m : s;
+}
+
+Status Engine::Impl::DiscardSegment(const Segment& seg) {
+  std::lock_guard cell(StripeOf(seg.line));
+  std::optional<uint32_t> slot = Lookup(seg.line, 0, 0);
+  if (!slot) return Status::Ok();
+  // Only whole blocks are dropped; a partial block keeps its data.
+  uint32_t b0 = (seg.begin + kBlockSize - 1) / kBlockSize, b1 = seg.end / kBlockSize;
+  bool dropped_dirty = false;
+  for (uint32_t b = b0; b < b1; ++b) {
+    dropped_dirty |= (Flags(*slot, b) & kDirty) != 0;
+    Invalidate(*slot, b);
+  }
+  MetadataStore::Batch batch;
+  batch.PutLine(*slot, BuildRecord(*slot));
+  ReleaseIfEmpty(*slot, batch);
+  // Dropped dirty data must stay dropped before the slot can hold another
+  // line, or a crash could bring it back under the new line's name.
+  return dev.metadata->Apply(batch, dropped_dirty);
+}
+
+Status Engine::Impl::SyncAll() {
+  const uint64_t epoch = flushes_started.fetch_add(1) + 1;
+  // Data on both devices first, then the metadata that describes it.
+  Status c = dev.cache->Flush();
+  if (!c.ok()) CountCacheError(stats.cache_flush_err);
+  Status o = dev.origin->Flush();
+  if (!o.ok()) LiveStats::Bump(stats.origin_flush_err);
+  Status m = (c.ok() && o.ok()) ? dev.metadata->Sync() : Status::Ok();
+  if (!m.ok()) LiveStats::Bump(stats.metadata_err);
+  if (!c.ok()) return c;
+  if (!o.ok()) return o;
+  if (!m.ok()) return m;
+  uint64_t done = flushes_completed.load();
+  while (done < epoch && !flushes_completed.compare_exchange_weak(done, epoch)) {
+  }
+  return Status::Ok();
+}
+
+}  // namespace cachecore

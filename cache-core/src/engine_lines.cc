@@ -1,0 +1,168 @@
+// The slot table: which origin line lives in which cache slot, the state of
+// each 4 KiB block, allocation and eviction.
+#include <algorithm>
+
+#include "engine_impl.h"
+
+namespace cachecore {
+
+std::optional<uint32_t> Engine::Impl::Lookup(uint64_t line, uint32_t b0, uint32_t b1) {
+  std::lock_guard lock(mu);
+  auto it = map.find(line);
+  if (it == map.end()) return std::nullopt;
+  for (uint32_t b = b0; b < b1; ++b) {
+    if (Flags(it->second, b) & kValid) {
+      policy->OnHit(it->second);
+      break;
+    }
+  }
+  return it->second;
+}
+
+void Engine::Impl::EvictLocked(uint32_t slot, MetadataStore::Batch& batch) {
+  map.erase(slot_line[slot]);
+  policy->OnRemove(slot);
+  for (uint32_t b = 0; b < blocks_per_line; ++b) block_flags[BlockIndex(slot, b)] = 0;
+  slot_valid_blocks[slot] = 0;
+  slot_dirty_blocks[slot] = 0;
+  slot_line[slot] = kNoLine;
+  batch.DeleteLine(slot);
+  LiveStats::Bump(stats.occupancy_lines, static_cast<uint64_t>(-1));
+}
+
+std::optional<uint32_t> Engine::Impl::Allocate(uint64_t line) {
+  const size_t my_stripe = StripeIndex(line);
+  MetadataStore::Batch batch;
+  std::unique_lock lock(mu);
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    if (!free_slots.empty()) {
+      uint32_t slot = free_slots.back();
+      free_slots.pop_back();
+      slot_line[slot] = line;
+      map[line] = slot;
+      policy->OnInsert(slot, line);
+      LiveStats::Bump(stats.occupancy_lines);
+      LiveStats::Bump(stats.promotions);
+      lock.unlock();
+      // Drops the old line's record (if an eviction left one in the batch).
+      if (!batch.empty() && !dev.metadata->Apply(batch, false).ok()) {
+        LiveStats::Bump(stats.metadata_err);
+      }
+      return slot;
+    }
+    // Cache full: take a victim whose stripe nobody else holds.
+    std::mutex* locked_stripe = nullptr;
+    std::optional<uint32_t> victim = policy->PickVictim([&](uint32_t s) {
+      size_t stripe = StripeIndex(slot_line[s]);
+      if (stripe == my_stripe) return true;  // we hold it already
+      if (!stripes[stripe].try_lock()) return false;
+      locked_stripe = &stripes[stripe];
+      return true;
+    });
+    if (!victim) return std::nullopt;
+    uint32_t v = *victim;
+    if (slot_dirty_blocks[v] > 0) {
+      // Dirty victim: clean it first. We hold its stripe, so nobody else
+      // touches it while mu is released for the I/O.
+      lock.unlock();
+      Status cleaned = CleanSlots({v});
+      lock.lock();
+      if (!cleaned.ok()) {
+        if (locked_stripe) locked_stripe->unlock();
+        continue;  // the policy offers another victim next time round
+      }
+    }
+    EvictLocked(v, batch);
+    LiveStats::Bump(stats.evictions);
+    free_slots.push_back(v);
+    if (locked_stripe) locked_stripe->unlock();
+  }
+  return std::nullopt;
+}
+
+LineRecord Engine::Impl::BuildRecord(uint32_t slot) const {
+  LineRecord r;
+  r.origin_line = slot_line[slot];
+  r.classes.resize(blocks_per_line);
+  r.crcs.resize(blocks_per_line);
+  for (uint32_t b = 0; b < blocks_per_line; ++b) {
+    size_t i = BlockIndex(slot, b);
+    uint8_t f = block_flags[i];
+    r.crcs[b] = block_crc[i];
+    bool stable = IsStable(slot, b);
+    if (!(f & kValid)) r.classes[b] = BlockClass::kInvalid;
+    else if (!(f & kDirty)) r.classes[b] = stable ? BlockClass::kClean : BlockClass::kCleanFresh;
+    else if (stable) r.classes[b] = BlockClass::kDirty;
+    else if (f & kOverwritten) r.classes[b] = BlockClass::kDirtyOverwritten;
+    else r.classes[b] = BlockClass::kDirtyFresh;
+  }
+  return r;
+}
+
+Status Engine::Impl::PutRecord(uint32_t slot, bool sync) {
+  MetadataStore::Batch batch;
+  batch.PutLine(slot, BuildRecord(slot));
+  Status s = dev.metadata->Apply(batch, sync);
+  if (!s.ok()) LiveStats::Bump(stats.metadata_err);
+  return s;
+}
+
+void Engine::Impl::MarkValidClean(uint32_t slot, uint32_t block, uint32_t crc, uint64_t epoch) {
+  size_t i = BlockIndex(slot, block);
+  if (!(block_flags[i] & kValid)) ++slot_valid_blocks[slot];
+  if (block_flags[i] & kDirty) MarkClean(slot, block);
+  block_flags[i] = kValid;
+  block_crc[i] = crc;
+  block_epoch[i] = epoch;
+}
+
+void Engine::Impl::MarkDirty(uint32_t slot, uint32_t block, uint32_t crc, bool overwritten,
+                             uint64_t epoch) {
+  size_t i = BlockIndex(slot, block);
+  if (!(block_flags[i] & kValid)) ++slot_valid_blocks[slot];
+  if (!(block_flags[i] & kDirty) && slot_dirty_blocks[slot]++ == 0) {
+    LiveStats::Bump(stats.dirty_lines);
+    std::lock_guard lock(mu);
+    dirty_index[slot_line[slot]] = slot;
+  }
+  block_flags[i] = kValid | kDirty | (overwritten ? kOverwritten : 0);
+  block_crc[i] = crc;
+  block_epoch[i] = epoch;
+}
+
+void Engine::Impl::MarkClean(uint32_t slot, uint32_t block) {
+  size_t i = BlockIndex(slot, block);
+  if (!(block_flags[i] & kDirty)) return;
+  block_flags[i] = kValid;
+  if (--slot_dirty_blocks[slot] == 0) {
+    LiveStats::Bump(stats.dirty_lines, static_cast<uint64_t>(-1));
+    std::lock_guard lock(mu);
+    dirty_index.erase(slot_line[slot]);
+  }
+}
+
+void Engine::Impl::Invalidate(uint32_t slot, uint32_t block) {
+  size_t i = BlockIndex(slot, block);
+  if (!(block_flags[i] & kValid)) return;
+  MarkClean(slot, block);
+  block_flags[i] = 0;
+  --slot_valid_blocks[slot];
+}
+
+void Engine::Impl::ReleaseIfEmpty(uint32_t slot, MetadataStore::Batch& batch) {
+  if (slot_valid_blocks[slot] != 0) return;
+  std::lock_guard lock(mu);
+  EvictLocked(slot, batch);
+  free_slots.push_back(slot);
+}
+
+void Engine::Impl::CountCacheError(std::atomic<uint64_t>& counter) {
+  LiveStats::Bump(counter);
+  if (cache_errors.fetch_add(1) + 1 >= config.error_threshold && !failed.exchange(true)) {
+    // Past the threshold the cache device is not trusted for new data; the
+    // cleaner keeps trying to move what is dirty to the origin.
+    cleaner_cv.notify_all();
+  }
+}
+
+}  // namespace cachecore

@@ -1,0 +1,107 @@
+// Warm start: rebuild the slot table from the metadata store. Blocks whose
+// record was written since the last flush are proven against the data on the
+// cache device now, before anything is served.
+#include "cachecore/checksum.h"
+#include "engine_impl.h"
+
+namespace cachecore {
+
+namespace {
+struct Unproven {
+  uint32_t slot;
+  uint32_t block;
+  BlockClass cls;
+};
+}  // namespace
+
+Status Engine::Impl::LoadLines(bool clean_shutdown, std::vector<uint32_t>* changed_slots) {
+  const uint64_t origin_lines = identity.origin_size / line_size;
+  std::vector<Unproven> unproven;
+  std::vector<bool> used(capacity, false);
+  Status s = dev.metadata->ForEachLine([&](uint64_t slot, const LineRecord& r) -> Status {
+    if (slot >= capacity || r.classes.size() != blocks_per_line || r.origin_line >= origin_lines) {
+      return Status::Corruption("the record of slot " + std::to_string(slot) +
+                                " does not fit this cache's geometry");
+    }
+    if (!map.emplace(r.origin_line, static_cast<uint32_t>(slot)).second) {
+      return Status::Corruption("origin line " + std::to_string(r.origin_line) +
+                                " is recorded in two slots");
+    }
+    used[slot] = true;
+    slot_line[slot] = r.origin_line;
+    for (uint32_t b = 0; b < blocks_per_line; ++b) {
+      size_t i = BlockIndex(static_cast<uint32_t>(slot), b);
+      block_crc[i] = r.crcs[b];
+      block_epoch[i] = 0;
+      switch (r.classes[b]) {
+        case BlockClass::kInvalid: break;
+        case BlockClass::kClean: block_flags[i] = kValid; break;
+        case BlockClass::kDirty: block_flags[i] = kValid | kDirty; break;
+        default: unproven.push_back({static_cast<uint32_t>(slot), b, r.classes[b]}); break;
+      }
+    }
+    return Status::Ok();
+  });
+  if (!s.ok()) return s;
+
+  AlignedBuffer block(kBlockSize);
+  for (const Unproven& u : unproven) {
+    size_t i = BlockIndex(u.slot, u.block);
+    bool readable = dev.cache->Read(SlotOffset(u.slot, u.block), block.data(), kBlockSize).ok();
+    uint32_t crc = readable ? Crc32c(block.data(), kBlockSize) : 0;
+    bool matches = readable && crc == block_crc[i];
+    switch (u.cls) {
+      case BlockClass::kDirtyOverwritten:
+        // The data or a later write to it: 4 KiB writes land whole.
+        block_flags[i] = kValid | kDirty;
+        if (readable) block_crc[i] = crc;
+        break;
+      case BlockClass::kDirtyFresh:
+        block_flags[i] = matches ? (kValid | kDirty) : 0;
+        break;
+      default:  // kCleanFresh: after a crash the origin may lack it; write it back
+        block_flags[i] = matches ? (clean_shutdown ? kValid : kValid | kDirty) : 0;
+        break;
+    }
+    if (changed_slots->empty() || changed_slots->back() != u.slot) changed_slots->push_back(u.slot);
+  }
+
+  for (uint32_t slot = 0; slot < capacity; ++slot) {
+    if (!used[slot]) continue;
+    for (uint32_t b = 0; b < blocks_per_line; ++b) {
+      uint8_t f = Flags(slot, b);
+      slot_valid_blocks[slot] += (f & kValid) ? 1 : 0;
+      slot_dirty_blocks[slot] += (f & kDirty) ? 1 : 0;
+    }
+    if (slot_valid_blocks[slot] == 0) {  // nothing left: the slot is free again
+      map.erase(slot_line[slot]);
+      slot_line[slot] = kNoLine;
+      used[slot] = false;
+      changed_slots->push_back(slot);
+      continue;
+    }
+    policy->OnInsert(slot, slot_line[slot]);
+    LiveStats::Bump(stats.occupancy_lines);
+    if (slot_dirty_blocks[slot] > 0) {
+      LiveStats::Bump(stats.dirty_lines);
+      dirty_index[slot_line[slot]] = slot;
+    }
+  }
+  free_slots.clear();
+  for (uint32_t slot = capacity; slot-- > 0;) {
+    if (!used[slot]) free_slots.push_back(slot);
+  }
+  return Status::Ok();
+}
+
+Status Engine::Impl::RewriteRecords(const std::vector<uint32_t>& slots) {
+  if (slots.empty()) return Status::Ok();
+  MetadataStore::Batch batch;
+  for (uint32_t slot : slots) {
+    if (slot_line[slot] == kNoLine) batch.DeleteLine(slot);
+    else batch.PutLine(slot, BuildRecord(slot));
+  }
+  return dev.metadata->Apply(batch, true);
+}
+
+}  // namespace cachecore

@@ -1,0 +1,175 @@
+#include "cachecore/metadata_store.h"
+
+#include <rocksdb/db.h>
+#include <rocksdb/write_batch.h>
+
+#include <cstring>
+
+#include "cachecore/checksum.h"
+
+namespace cachecore {
+
+namespace {
+
+const char kIdentityKey[] = "id";
+const char kConfigPrefix[] = "cfg/";
+const char kLinePrefix[] = "line/";
+
+std::string LineKey(uint64_t slot) {
+  std::string key(kLinePrefix);
+  for (int shift = 56; shift >= 0; shift -= 8) key += static_cast<char>((slot >> shift) & 0xFF);
+  return key;
+}
+
+uint64_t SlotOfKey(const rocksdb::Slice& key) {
+  uint64_t slot = 0;
+  for (size_t i = sizeof(kLinePrefix) - 1; i < key.size(); ++i) {
+    slot = (slot << 8) | static_cast<uint8_t>(key[i]);
+  }
+  return slot;
+}
+
+Status FromRocks(const rocksdb::Status& s, const std::string& what) {
+  if (s.ok()) return Status::Ok();
+  if (s.IsNotFound()) return Status::NotFound(what + ": not found");
+  if (s.IsCorruption()) return Status::Corruption(what + ": " + s.ToString());
+  return Status::IoError(what + ": " + s.ToString());
+}
+
+rocksdb::WriteOptions WriteOpts(bool sync) {
+  rocksdb::WriteOptions o;
+  o.sync = sync;
+  return o;
+}
+
+}  // namespace
+
+// Record layout: u64 origin line, u16 block count, then per block a u8 class
+// and a u32 CRC, then a u32 CRC32C of everything before it.
+std::string EncodeLineRecord(const LineRecord& r) {
+  std::string out;
+  uint16_t blocks = static_cast<uint16_t>(r.classes.size());
+  out.append(reinterpret_cast<const char*>(&r.origin_line), 8);
+  out.append(reinterpret_cast<const char*>(&blocks), 2);
+  for (size_t i = 0; i < blocks; ++i) {
+    out += static_cast<char>(r.classes[i]);
+    out.append(reinterpret_cast<const char*>(&r.crcs[i]), 4);
+  }
+  uint32_t crc = Crc32c(out.data(), out.size());
+  out.append(reinterpret_cast<const char*>(&crc), 4);
+  return out;
+}
+
+Result<LineRecord> DecodeLineRecord(const std::string& v) {
+  if (v.size() < 14) return Status::Corruption("line record is truncated");
+  uint16_t blocks;
+  std::memcpy(&blocks, v.data() + 8, 2);
+  if (v.size() != 10 + 5 * static_cast<size_t>(blocks) + 4) {
+    return Status::Corruption("line record has the wrong length");
+  }
+  uint32_t stored;
+  std::memcpy(&stored, v.data() + v.size() - 4, 4);
+  if (stored != Crc32c(v.data(), v.size() - 4)) {
+    return Status::Corruption("line record fails its checksum");
+  }
+  LineRecord r;
+  std::memcpy(&r.origin_line, v.data(), 8);
+  r.classes.resize(blocks);
+  r.crcs.resize(blocks);
+  for (size_t i = 0; i < blocks; ++i) {
+    uint8_t c = static_cast<uint8_t>(v[10 + 5 * i]);
+    if (c > static_cast<uint8_t>(BlockClass::kCleanFresh)) {
+      return Status::Corruption("line record has an unknown block class");
+    }
+    r.classes[i] = static_cast<BlockClass>(c);
+    std::memcpy(&r.crcs[i], v.data() + 10 + 5 * i + 1, 4);
+  }
+  return r;
+}
+
+MetadataStore::MetadataStore(rocksdb::DB* db) : db_(db) {}
+MetadataStore::~MetadataStore() = default;
+
+Result<std::unique_ptr<MetadataStore>> MetadataStore::Open(const std::string& path,
+                                                           const MetadataOptions& options) {
+  rocksdb::Options o;
+  o.create_if_missing = options.create_if_missing;
+  if (options.env != nullptr) o.env = options.env;
+  o.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
+  o.max_background_jobs = 2;
+  rocksdb::DB* db = nullptr;
+  rocksdb::Status s = rocksdb::DB::Open(o, path, &db);
+  if (!s.ok()) {
+    if (!options.create_if_missing && s.IsInvalidArgument()) {
+      return Status::NotFound("no metadata store at " + path);
+    }
+    return FromRocks(s, "cannot open the metadata store at " + path);
+  }
+  return std::unique_ptr<MetadataStore>(new MetadataStore(db));
+}
+
+Result<CacheIdentity> MetadataStore::GetIdentity() {
+  std::string value;
+  Status s = FromRocks(db_->Get(rocksdb::ReadOptions(), kIdentityKey, &value), "cache identity");
+  if (!s.ok()) return s;
+  return DecodeIdentity(value);
+}
+
+Status MetadataStore::PutIdentity(const CacheIdentity& identity, bool sync) {
+  return FromRocks(db_->Put(WriteOpts(sync), kIdentityKey, EncodeIdentity(identity)),
+                   "writing the cache identity");
+}
+
+Result<std::string> MetadataStore::GetConfig(const std::string& name) {
+  std::string value;
+  Status s = FromRocks(db_->Get(rocksdb::ReadOptions(), kConfigPrefix + name, &value),
+                       "config " + name);
+  if (!s.ok()) return s;
+  return value;
+}
+
+Status MetadataStore::PutConfig(const std::string& name, const std::string& value, bool sync) {
+  return FromRocks(db_->Put(WriteOpts(sync), kConfigPrefix + name, value), "config " + name);
+}
+
+MetadataStore::Batch::Batch() : rep_(std::make_unique<rocksdb::WriteBatch>()) {}
+MetadataStore::Batch::~Batch() = default;
+void MetadataStore::Batch::PutLine(uint64_t slot, const LineRecord& record) {
+  rep_->Put(LineKey(slot), EncodeLineRecord(record));
+}
+void MetadataStore::Batch::DeleteLine(uint64_t slot) { rep_->Delete(LineKey(slot)); }
+bool MetadataStore::Batch::empty() const { return rep_->Count() == 0; }
+void MetadataStore::Batch::Clear() { rep_->Clear(); }
+
+Status MetadataStore::Apply(Batch& batch, bool sync) {
+  if (batch.empty() && !sync) return Status::Ok();
+  if (batch.empty()) return Sync();
+  return FromRocks(db_->Write(WriteOpts(sync), batch.rep()), "writing line metadata");
+}
+
+Status MetadataStore::Sync() {
+  return FromRocks(db_->SyncWAL(), "syncing the metadata log");
+}
+
+Status MetadataStore::ForEachLine(
+    const std::function<Status(uint64_t, const LineRecord&)>& visit) {
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  for (it->Seek(kLinePrefix); it->Valid() && it->key().starts_with(kLinePrefix); it->Next()) {
+    Result<LineRecord> r = DecodeLineRecord(it->value().ToString());
+    if (!r.ok()) {
+      return Status::Corruption("slot " + std::to_string(SlotOfKey(it->key())) + ": " +
+                                r.status().message());
+    }
+    CACHECORE_RETURN_IF_ERROR(visit(SlotOfKey(it->key()), r.value()));
+  }
+  return FromRocks(it->status(), "reading line metadata");
+}
+
+Status MetadataStore::DeleteAllLines() {
+  std::string end(kLinePrefix);
+  end.back() = static_cast<char>(end.back() + 1);
+  return FromRocks(db_->DeleteRange(WriteOpts(true), db_->DefaultColumnFamily(), kLinePrefix, end),
+                   "clearing line metadata");
+}
+
+}  // namespace cachecore

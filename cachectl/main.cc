@@ -1,1 +1,50 @@
-int main(){}
+// cachectl: the command line. Dispatches to one subcommand per verb.
+#include <cstdio>
+#include <iostream>
+
+#include "commands.h"
+
+namespace cachectl {
+
+int Fail(int code, const std::string& message) {
+  std::cerr << "cachectl: " << message << "\n";
+  return code;
+}
+
+namespace {
+
+struct Command {
+  const char* name;
+  int (*run)(const std::vector<std::string>&);
+  const char* summary;
+};
+
+const Command kCommands[] = {
+    {"replay", RunReplay, "replay a block trace through the engine and report hit ratios"},
+};
+
+void PrintUsage(std::ostream& out) {
+  out << "usage: cachectl COMMAND [OPTIONS]\n\ncommands:\n";
+  for (const Command& c : kCommands) out << "  " << c.name << "\t" << c.summary << "\n";
+  out << "\n'cachectl COMMAND --help' describes a command's options.\n";
+}
+
+}  // namespace
+}  // namespace cachectl
+
+int main(int argc, char** argv) {
+  using namespace cachectl;
+  if (argc < 2) {
+    PrintUsage(std::cerr);
+    return kExitUsage;
+  }
+  std::string verb = argv[1];
+  if (verb == "--help" || verb == "-h" || verb == "help") {
+    PrintUsage(std::cout);
+    return kExitOk;
+  }
+  for (const Command& c : kCommands) {
+    if (verb == c.name) return c.run(std::vector<std::string>(argv + 2, argv + argc));
+  }
+  return Fail(kExitUsage, "unknown command '" + verb + "' (try 'cachectl --help')");
+}

@@ -260,6 +260,9 @@ Status Engine::Discard(uint64_t offset, uint64_t length) {
   CACHECORE_RETURN_IF_ERROR(ForEachSegment(offset, length, impl_->line_size,
       [&](const Segment& seg, uint64_t) { return impl_->DiscardSegment(seg); }));
   if (!impl_->dev.origin->supports_discard()) return Status::Ok();
+  // The dropped lines' records must be gone for good before the origin
+  // changes under them (see AnnounceOverwrite).
+  CACHECORE_RETURN_IF_ERROR(impl_->SyncMetadata());
   Status s = impl_->dev.origin->Discard(offset, length);
   if (!s.ok()) LiveStats::Bump(impl_->stats.origin_write_err);
   return s;

@@ -17,6 +17,7 @@
 #include <optional>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "admission.h"
@@ -112,6 +113,10 @@ struct Engine::Impl {
   // Fills the partial edge blocks of `seg` in `window` from cache or origin.
   Status FillEdges(const Segment& seg, std::optional<uint32_t> slot, uint8_t* window);
   Status SyncAll();
+  // Syncs the store; evictions before it are durable afterwards.
+  Status SyncMetadata();
+  Status SyncIfRecentlyEvicted(uint64_t line);
+  Status AnnounceOverwrite(uint32_t slot, uint32_t b0, uint32_t b1, bool origin_write);
 
   // ---- cleaning (engine_cleaner.cc)
   // Writes the dirty blocks of `slots` (their stripes held by the caller)
@@ -151,7 +156,10 @@ struct Engine::Impl {
   std::unordered_map<uint64_t, uint32_t> map;
   std::vector<uint32_t> free_slots;
   std::unique_ptr<EvictionPolicy> policy;
-  std::map<uint64_t, uint32_t> dirty_index;  // origin line -> slot, for sorted cleaning
+  std::map<uint64_t, uint32_t> dirty_index;
+  // Lines evicted since the last metadata sync: their old records may still
+  // be the durable ones (see SyncIfRecentlyEvicted).
+  std::unordered_set<uint64_t> unsynced_evictions;  // origin line -> slot, for sorted cleaning
   uint64_t clean_cursor = 0;
 
   std::array<std::mutex, kStripes> stripes;

@@ -181,6 +181,32 @@ Status Engine::Impl::WriteSegment(const Segment& seg, const uint8_t* in, bool by
   return ThroughSegment(seg, slot, window, mode, !bypass);
 }
 
+// A block whose durable record is stable (kDirty, kClean) may not change
+// under that record: after a crash the record would vouch for data that is
+// no longer there (dirty), or for a cache copy older than the origin
+// (clean). So before such a block is rewritten in place, or its origin copy
+// written, its record is made unstable and synced: kDirtyOverwritten (any
+// data the cache then holds is this block's) or kCleanFresh (proven at
+// recovery and written back, so cache and origin agree again). Once per
+// block per flush epoch; later writes in the epoch need nothing.
+Status Engine::Impl::AnnounceOverwrite(uint32_t slot, uint32_t b0, uint32_t b1,
+                                       bool origin_write) {
+  bool announce = false;
+  for (uint32_t b = b0; b < b1; ++b) {
+    size_t i = BlockIndex(slot, b);
+    uint8_t f = block_flags[i];
+    if (!(f & kValid) || !IsStable(slot, b)) continue;
+    if (f & kDirty) {
+      block_flags[i] |= kOverwritten;
+    } else if (!origin_write) {
+      continue;  // the origin keeps the old copy: a mismatch falls back to it
+    }
+    block_epoch[i] = flushes_started.load();
+    announce = true;
+  }
+  return announce ? PutRecord(slot, true) : Status::Ok();
+}
+
 Status Engine::Impl::WriteBackSegment(const Segment& seg, std::optional<uint32_t> slot,
                                       uint8_t* window) {
   const uint32_t b0 = seg.first_block(), b1 = seg.end_block();
@@ -188,25 +214,11 @@ Status Engine::Impl::WriteBackSegment(const Segment& seg, std::optional<uint32_t
   if (!slot) return ThroughSegment(seg, std::nullopt, window, CacheMode::kWriteAround, false);
   CACHECORE_RETURN_IF_ERROR(FillEdges(seg, slot, window));
 
-  // Blocks holding flushed dirty data are about to be overwritten in place.
-  // Their durable record must say so first (kDirtyOverwritten): otherwise a
-  // crash could leave new data under the old checksum, and neither could be
-  // proven. Synced here, before the data; blocks already rewritten since the
-  // last flush carry the mark and need nothing.
+  CACHECORE_RETURN_IF_ERROR(AnnounceOverwrite(*slot, b0, b1, /*origin_write=*/false));
   std::bitset<256> overwritten;
-  bool announce = false;
   for (uint32_t b = b0; b < b1; ++b) {
-    size_t i = BlockIndex(*slot, b);
-    uint8_t f = block_flags[i];
-    if (!(f & kDirty)) continue;
-    if (IsStable(*slot, b)) {
-      block_flags[i] |= kOverwritten;
-      block_epoch[i] = flushes_started.load();
-      announce = true;
-    }
-    overwritten[b - b0] = (block_flags[i] & kOverwritten) != 0;
+    overwritten[b - b0] = (Flags(*slot, b) & (kDirty | kOverwritten)) == (kDirty | kOverwritten);
   }
-  if (announce) CACHECORE_RETURN_IF_ERROR(PutRecord(*slot, true));
 
   // 1. Data to the cache device ...
   Status s = dev.cache->Write(SlotOffset(*slot, b0), window, uint64_t{b1 - b0} * kBlockSize);
@@ -214,6 +226,7 @@ Status Engine::Impl::WriteBackSegment(const Segment& seg, std::optional<uint32_t
     // The cache device failed the write: the data goes to the origin,
     // durably, and the blocks leave the cache.
     CountCacheError(stats.cache_write_err);
+    CACHECORE_RETURN_IF_ERROR(AnnounceOverwrite(*slot, b0, b1, /*origin_write=*/true));
     uint64_t at = OriginOffset(seg.line, b0);
     Status o = dev.origin->Write(at, window, uint64_t{b1 - b0} * kBlockSize);
     if (o.ok()) o = dev.origin->Flush();
@@ -258,6 +271,8 @@ Status Engine::Impl::ThroughSegment(const Segment& seg, std::optional<uint32_t> 
                                     uint8_t* window, CacheMode mode, bool allocate) {
   const uint32_t b0 = seg.first_block(), b1 = seg.end_block();
   const uint8_t* exact = window + (seg.begin - size_t{b0} * kBlockSize);
+  if (slot) CACHECORE_RETURN_IF_ERROR(AnnounceOverwrite(*slot, b0, b1, /*origin_write=*/true));
+  else CACHECORE_RETURN_IF_ERROR(SyncIfRecentlyEvicted(seg.line));
   Status s = dev.origin->Write(seg.line * line_size + seg.begin, exact, seg.end - seg.begin);
   if (!s.ok()) LiveStats::Bump(stats.origin_write_err);
   bool keep_copies = s.ok() && (mode == CacheMode::kWriteThrough ||
@@ -309,6 +324,31 @@ Status Engine::Impl::DiscardSegment(const Segment& seg) {
   return dev.metadata->Apply(batch, dropped_dirty);
 }
 
+Status Engine::Impl::SyncIfRecentlyEvicted(uint64_t line) {
+  {
+    std::lock_guard lock(mu);
+    if (!unsynced_evictions.count(line)) return Status::Ok();
+  }
+  // The line's record may still say "clean" on disk while its slot is gone:
+  // make the eviction durable before the origin copy changes.
+  return SyncMetadata();
+}
+
+Status Engine::Impl::SyncMetadata() {
+  std::unordered_set<uint64_t> covered;
+  {
+    std::lock_guard lock(mu);
+    covered.swap(unsynced_evictions);
+  }
+  Status m = dev.metadata->Sync();
+  if (!m.ok()) {
+    LiveStats::Bump(stats.metadata_err);
+    std::lock_guard lock(mu);
+    unsynced_evictions.merge(covered);  // still not durable
+  }
+  return m;
+}
+
 Status Engine::Impl::SyncAll() {
   const uint64_t epoch = flushes_started.fetch_add(1) + 1;
   // Data on both devices first, then the metadata that describes it.
@@ -316,8 +356,7 @@ Status Engine::Impl::SyncAll() {
   if (!c.ok()) CountCacheError(stats.cache_flush_err);
   Status o = dev.origin->Flush();
   if (!o.ok()) LiveStats::Bump(stats.origin_flush_err);
-  Status m = (c.ok() && o.ok()) ? dev.metadata->Sync() : Status::Ok();
-  if (!m.ok()) LiveStats::Bump(stats.metadata_err);
+  Status m = (c.ok() && o.ok()) ? SyncMetadata() : Status::Ok();
   if (!c.ok()) return c;
   if (!o.ok()) return o;
   if (!m.ok()) return m;

@@ -6,6 +6,12 @@
 
 namespace cachecore {
 
+namespace {
+// Evicted lines remembered until a metadata sync; past this many, allocation
+// syncs (cheap next to the I/O that filled the cache).
+constexpr size_t kMaxUnsyncedEvictions = 1 << 16;
+}  // namespace
+
 std::optional<uint32_t> Engine::Impl::Lookup(uint64_t line, uint32_t b0, uint32_t b1) {
   std::lock_guard lock(mu);
   auto it = map.find(line);
@@ -21,6 +27,7 @@ std::optional<uint32_t> Engine::Impl::Lookup(uint64_t line, uint32_t b0, uint32_
 
 void Engine::Impl::EvictLocked(uint32_t slot, MetadataStore::Batch& batch) {
   map.erase(slot_line[slot]);
+  unsynced_evictions.insert(slot_line[slot]);
   policy->OnRemove(slot);
   for (uint32_t b = 0; b < blocks_per_line; ++b) block_flags[BlockIndex(slot, b)] = 0;
   slot_valid_blocks[slot] = 0;
@@ -43,11 +50,13 @@ std::optional<uint32_t> Engine::Impl::Allocate(uint64_t line) {
       policy->OnInsert(slot, line);
       LiveStats::Bump(stats.occupancy_lines);
       LiveStats::Bump(stats.promotions);
+      bool many_unsynced = unsynced_evictions.size() > kMaxUnsyncedEvictions;
       lock.unlock();
       // Drops the old line's record (if an eviction left one in the batch).
       if (!batch.empty() && !dev.metadata->Apply(batch, false).ok()) {
         LiveStats::Bump(stats.metadata_err);
       }
+      if (many_unsynced) (void)SyncMetadata();  // bounds the set; a failure is counted
       return slot;
     }
     // Cache full: take a victim whose stripe nobody else holds.

@@ -156,11 +156,13 @@ uint64_t FaultDevice::unsynced_writes() const {
 
 void FaultDevice::PowerCut(PowerCutMode mode) {
   std::lock_guard lock(state_->mu);
-  if (mode == PowerCutMode::kTear) {
+  if (mode != PowerCutMode::kDropUnsynced) {
     constexpr uint64_t kAtomicUnit = 4096;
     for (const auto& w : state_->pending) {
       uint64_t units = (w.data.size() + kAtomicUnit - 1) / kAtomicUnit;
-      uint64_t keep = std::uniform_int_distribution<uint64_t>(0, units)(state_->rng);
+      uint64_t keep = mode == PowerCutMode::kKeepUnsynced
+                          ? units
+                          : std::uniform_int_distribution<uint64_t>(0, units)(state_->rng);
       uint64_t bytes = std::min<uint64_t>(keep * kAtomicUnit, w.data.size());
       if (bytes == 0) continue;
       AlignedBuffer staging(bytes);

@@ -24,6 +24,8 @@ enum class PowerCutMode {
   kDropUnsynced,  // every write since the last flush is lost
   kTear,          // each unsynced write lands whole, not at all, or as a prefix
                   // of its 4 KiB blocks (the SSD's atomic unit), at random
+  kKeepUnsynced,  // every unsynced write lands: the device beat the host's
+                  // metadata to stable storage (the adversary of ordering bugs)
 };
 
 class FaultDevice : public BlockDevice {

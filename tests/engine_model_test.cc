@@ -1,0 +1,223 @@
+// The randomized model test: the engine against a plain in-memory reference,
+// with reads, writes (some FUA), syncs, flushes, mode switches, clean
+// restarts and power cuts (dropped or torn unsynced writes on both devices,
+// and the metadata store's unsynced state lost) between operations.
+//
+// After a power cut every 512-byte sector must hold its last synced content
+// or a write issued after it; a whole stamp of its own, never another
+// sector's data or garbage. A failure names its seed and operation.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <random>
+
+#include "support/engine_rig.h"
+
+namespace cachecore::testing {
+namespace {
+
+constexpr uint64_t kSector = 512;
+
+uint64_t EnvOr(const char* name, uint64_t fallback) {
+  const char* v = std::getenv(name);
+  return v && *v ? std::strtoull(v, nullptr, 10) : fallback;
+}
+
+class Model {
+ public:
+  explicit Model(uint64_t sectors) : current_(sectors, 0), durable_(sectors, 0), pending_(sectors) {}
+  uint64_t sectors() const { return current_.size(); }
+  void Write(uint64_t s, uint64_t id, bool fua) {
+    current_[s] = id;
+    if (fua) {
+      durable_[s] = id;
+      pending_[s].clear();
+    } else {
+      pending_[s].push_back(id);
+    }
+  }
+  void Synced() {
+    durable_ = current_;
+    for (auto& p : pending_) p.clear();
+  }
+  uint64_t current(uint64_t s) const { return current_[s]; }
+  bool AllowedAfterCrash(uint64_t s, uint64_t id) const {
+    if (id == durable_[s]) return true;
+    for (uint64_t p : pending_[s]) if (p == id) return true;
+    return false;
+  }
+  void Settle(uint64_t s, uint64_t id) {
+    current_[s] = durable_[s] = id;
+    pending_[s].clear();
+  }
+
+ private:
+  std::vector<uint64_t> current_, durable_;
+  std::vector<std::vector<uint64_t>> pending_;
+};
+
+class EngineModelTest : public ::testing::TestWithParam<std::tuple<uint32_t, int>> {
+ protected:
+  void SetUp() override {
+    line_size_ = std::get<0>(GetParam());
+    seed_ = static_cast<uint64_t>(std::get<1>(GetParam()));
+    rng_.seed(seed_);
+    RigOptions ro;
+    ro.seed = seed_;
+    rig_ = std::make_unique<EngineRig>(ro);
+    model_ = std::make_unique<Model>(rig_->raw_origin().size_bytes() / kSector);
+    config_.line_size = line_size_;
+    static const CacheMode kModes[] = {CacheMode::kWriteThrough, CacheMode::kWriteBack,
+                                       CacheMode::kWriteAround, CacheMode::kReadOnly,
+                                       CacheMode::kPassThrough};
+    config_.mode = kModes[seed_ % 5];
+    config_.sequential_cutoff = (seed_ % 3 == 0) ? 256 * 1024 : 0;
+    config_.background_cleaner = seed_ % 2 == 0;
+    config_.dirty_high_pct = 30;
+    config_.dirty_low_pct = 10;
+    ASSERT_TRUE(rig_->Create(config_).ok());
+  }
+
+  std::pair<uint64_t, uint64_t> RandomRange() {
+    static const uint64_t kLengths[] = {1, 1, 7, 8, 8, 16, 24, 64, 128, 129};
+    uint64_t len = kLengths[rng_() % 10];
+    if (rng_() % 4 == 0) len = 1 + rng_() % 256;
+    len = std::min(len, model_->sectors());
+    uint64_t start = rng_() % (model_->sectors() - len + 1);
+    if (rng_() % 2 == 0) start -= start % 8;  // often 4 KiB aligned
+    return {start, len};
+  }
+
+  void DoWrite(uint64_t op) {
+    auto [start, len] = RandomRange();
+    AlignedBuffer buf(len * kSector);
+    uint64_t id = ++next_id_;
+    for (uint64_t i = 0; i < len; ++i) StampSector(buf.data() + i * kSector, id, start + i);
+    bool fua = rng_() % 10 == 0;
+    if (trace_sector_ >= start && trace_sector_ < start + len) {
+      std::fprintf(stderr, "op %llu: write id %llu sectors [%llu,+%llu) fua %d mode %s\n",
+                   (unsigned long long)op, (unsigned long long)id, (unsigned long long)start,
+                   (unsigned long long)len, fua, CacheModeName(rig_->engine().mode()));
+    }
+    Status s = rig_->engine().Write(start * kSector, buf.data(), len * kSector, fua);
+    ASSERT_TRUE(s.ok()) << "op " << op << ": " << s.ToString();
+    for (uint64_t i = 0; i < len; ++i) model_->Write(start + i, id, fua);
+  }
+
+  void CheckRange(uint64_t op, uint64_t start, uint64_t len, bool after_crash) {
+    AlignedBuffer buf(len * kSector);
+    Status s = rig_->engine().Read(start * kSector, buf.data(), len * kSector);
+    ASSERT_TRUE(s.ok()) << "op " << op << ": read at sector " << start << ": " << s.ToString();
+    for (uint64_t i = 0; i < len; ++i) {
+      uint64_t sector = start + i;
+      std::optional<uint64_t> got = ReadStamp(buf.data() + i * kSector, sector);
+      ASSERT_TRUE(got.has_value()) << "op " << op << ": sector " << sector
+                                   << " holds data never written to it";
+      if (after_crash) {
+        ASSERT_TRUE(model_->AllowedAfterCrash(sector, *got))
+            << "op " << op << ": sector " << sector << " came back as write " << *got
+            << ", neither its last synced content nor a later write";
+        model_->Settle(sector, *got);
+      } else {
+        ASSERT_EQ(*got, model_->current(sector)) << "op " << op << ": sector " << sector;
+      }
+    }
+  }
+
+  void CheckAll(uint64_t op, bool after_crash) {
+    constexpr uint64_t kChunk = 128;
+    for (uint64_t s = 0; s < model_->sectors(); s += kChunk) {
+      CheckRange(op, s, std::min(kChunk, model_->sectors() - s), after_crash);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+
+  void Step(uint64_t op) {
+    uint32_t r = rng_() % 1000;
+    if (trace_sector_ != UINT64_MAX && r >= 800 && r < 990) std::fprintf(stderr, "op %llu: r=%u\n", (unsigned long long)op, r);
+    if (r < 420) return DoWrite(op);
+    if (r < 800) {
+      auto [start, len] = RandomRange();
+      return CheckRange(op, start, len, false);
+    }
+    if (r < 870) {
+      ASSERT_TRUE(rig_->engine().Sync().ok()) << "op " << op;
+      model_->Synced();
+      return;
+    }
+    if (r < 900) {
+      Status s = rig_->engine().Flush();
+      ASSERT_TRUE(s.ok()) << "op " << op << ": " << s.ToString();
+      return;
+    }
+    if (r < 960) {
+      CacheMode m = static_cast<CacheMode>(rng_() % 5);
+      Status s = rig_->engine().SetMode(m);
+      ASSERT_TRUE(s.ok()) << "op " << op << ": " << s.ToString();
+      config_.mode = m;
+      return;
+    }
+    if (r < 975) {
+      Status s = rig_->Restart(config_);
+      ASSERT_TRUE(s.ok()) << "op " << op << ": restart: " << s.ToString();
+      model_->Synced();  // a clean shutdown syncs everything
+      return;
+    }
+    if (r < 990) {
+      Status s = rig_->PowerCutAndReopen(config_, static_cast<PowerCutMode>(rng_() % 3));
+      ASSERT_TRUE(s.ok()) << "op " << op << ": reopen after power cut: " << s.ToString();
+      return CheckAll(op, true);
+    }
+    auto [start, len] = RandomRange();
+    CheckRange(op, start, len, false);
+  }
+
+  uint32_t line_size_ = 0;
+  uint64_t seed_ = 0;
+  std::mt19937_64 rng_;
+  std::unique_ptr<EngineRig> rig_;
+  std::unique_ptr<Model> model_;
+  EngineConfig config_;
+  uint64_t next_id_ = 0;
+  // CACHECTL_MODEL_TRACE_SECTOR=N prints every step that touches sector N.
+  uint64_t trace_sector_ = EnvOr("CACHECTL_MODEL_TRACE_SECTOR", UINT64_MAX);
+};
+
+TEST_P(EngineModelTest, MatchesReferenceThroughCrashes) {
+  SCOPED_TRACE("seed " + std::to_string(seed_) + ", line size " + std::to_string(line_size_));
+  const uint64_t ops = EnvOr("CACHECTL_MODEL_OPS", 5000);
+  for (uint64_t op = 1; op <= ops; ++op) {
+    Step(op);
+    if (HasFatalFailure()) return;
+  }
+  CheckAll(ops + 1, false);
+  if (HasFatalFailure()) return;
+  // Detach: afterwards the origin alone holds every byte.
+  Status s = rig_->engine().Detach();
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  AlignedBuffer sector(kSector);
+  for (uint64_t i = 0; i < model_->sectors(); ++i) {
+    ASSERT_TRUE(rig_->origin().Read(i * kSector, sector.data(), kSector).ok());
+    std::optional<uint64_t> got = ReadStamp(sector.data(), i);
+    ASSERT_TRUE(got.has_value() && *got == model_->current(i))
+        << "after detach, origin sector " << i << " is stale";
+  }
+}
+
+std::vector<int> Seeds() {
+  std::vector<int> seeds;
+  uint64_t n = EnvOr("CACHECTL_MODEL_SEEDS", 20);
+  for (uint64_t i = 1; i <= n; ++i) seeds.push_back(static_cast<int>(i));
+  return seeds;
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, EngineModelTest,
+                         ::testing::Combine(::testing::Values(4096u, 65536u),
+                                            ::testing::ValuesIn(Seeds())),
+                         [](const auto& info) {
+                           return "line" + std::to_string(std::get<0>(info.param) / 1024) +
+                                  "k_seed" + std::to_string(std::get<1>(info.param));
+                         });
+
+}  // namespace
+}  // namespace cachecore::testing

@@ -1,0 +1,114 @@
+#include "engine_rig.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+
+namespace cachecore::testing {
+
+TempDir::TempDir() {
+  const char* base = std::getenv("TMPDIR");
+  std::string tmpl = std::string(base && *base ? base : "/tmp") + "/cachectl-test-XXXXXX";
+  char* made = mkdtemp(tmpl.data());
+  if (made == nullptr) std::abort();
+  path_ = made;
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+EngineRig::EngineRig(const RigOptions& o)
+    : meta_path_(dir_.path() + "/metadata"), fs_(NewPowerCutFs()),
+      origin_mem_(NewMemoryDevice(o.origin_size, "origin")),
+      cache_mem_(NewMemoryDevice(kDataOffset + o.cache_data_size, "cache")),
+      origin_(std::make_unique<FaultDevice>(origin_mem_.get(), o.volatile_caches, o.seed)),
+      cache_(std::make_unique<FaultDevice>(cache_mem_.get(), o.volatile_caches, o.seed + 1)) {
+  Status s = OpenStore();
+  if (!s.ok()) ADD_FAILURE() << s.ToString();
+}
+
+EngineRig::~EngineRig() {
+  engine_.reset();
+  store_.reset();
+}
+
+Status EngineRig::OpenStore() {
+  MetadataOptions mo;
+  mo.create_if_missing = true;
+  mo.env = fs_->env();
+  Result<std::unique_ptr<MetadataStore>> store = MetadataStore::Open(meta_path_, mo);
+  if (!store.ok()) return store.status();
+  store_ = std::move(store.value());
+  return Status::Ok();
+}
+
+void EngineRig::CloseStore() { store_.reset(); }
+
+EngineDevices EngineRig::devices() { return {origin_.get(), cache_.get(), store_.get()}; }
+
+Status EngineRig::Create(const EngineConfig& config, bool force) {
+  Result<std::unique_ptr<Engine>> e = Engine::Create(devices(), config, force);
+  if (!e.ok()) return e.status();
+  engine_ = std::move(e.value());
+  return Status::Ok();
+}
+
+Status EngineRig::Open(const EngineConfig& config) {
+  Result<std::unique_ptr<Engine>> e = Engine::Open(devices(), config);
+  if (!e.ok()) return e.status();
+  engine_ = std::move(e.value());
+  return Status::Ok();
+}
+
+Status EngineRig::Restart(const EngineConfig& config) {
+  CACHECORE_RETURN_IF_ERROR(engine_->Shutdown());
+  engine_.reset();
+  return Open(config);
+}
+
+Status EngineRig::PowerCutAndReopen(const EngineConfig& config, PowerCutMode mode) {
+  origin_->PowerCut(mode);
+  cache_->PowerCut(mode);
+  fs_->PowerCut();
+  // Nothing the dying engine does from here on may reach a device.
+  origin_->FailAlways(kFaultAll);
+  cache_->FailAlways(kFaultAll);
+  engine_.reset();
+  store_.reset();
+  fs_->Restore();
+  origin_->ClearFaults();
+  cache_->ClearFaults();
+  CACHECORE_RETURN_IF_ERROR(OpenStore());
+  return Open(config);
+}
+
+namespace {
+uint64_t PatternWord(uint64_t id, uint64_t sector) {
+  return (id * 0x9E3779B97F4A7C15ull) ^ (sector * 0xC2B2AE3D27D4EB4Full) ^ 0x5A5A5A5A5A5A5A5Aull;
+}
+}  // namespace
+
+void StampSector(uint8_t* p, uint64_t id, uint64_t sector) {
+  std::memcpy(p, &id, 8);
+  std::memcpy(p + 8, &sector, 8);
+  uint64_t w = PatternWord(id, sector);
+  for (size_t off = 16; off < 512; off += 8) {
+    std::memcpy(p + off, &w, 8);
+    w = w * 6364136223846793005ull + 1442695040888963407ull;
+  }
+}
+
+std::optional<uint64_t> ReadStamp(const uint8_t* p, uint64_t sector) {
+  static const uint8_t kZero[512] = {};
+  if (std::memcmp(p, kZero, 512) == 0) return 0;
+  uint64_t id;
+  std::memcpy(&id, p, 8);
+  uint8_t expect[512];
+  StampSector(expect, id, sector);
+  if (std::memcmp(p, expect, 512) != 0) return std::nullopt;
+  return id;
+}
+
+}  // namespace cachecore::testing

@@ -206,6 +206,22 @@ TEST(EngineTest, DiscardDropsCachedLines) {
   EXPECT_TRUE(std::all_of(b.data(), b.data() + 16 * K, [](uint8_t c) { return c == 0; }));
 }
 
+TEST(EngineTest, PartialDiscardDropsCleanBlocksAndKeepsDirtyOnes) {
+  EngineRig rig;
+  ASSERT_TRUE(rig.Create(Config(CacheMode::kWriteThrough)).ok());
+  ASSERT_TRUE(WritePattern(rig.engine(), 0, 8 * K, 1).ok());
+  ASSERT_TRUE(rig.engine().Discard(512, 4 * K).ok());  // part of each of two blocks
+  EXPECT_EQ(rig.engine().stats().occupancy_lines, 0u);
+  // What is read now comes from the origin, which discarded the same range.
+  EXPECT_TRUE(HasPattern(rig.engine(), 0, 512, 1));
+  EXPECT_TRUE(HasPattern(rig.engine(), 4 * K + 512, 4 * K - 512, 1));
+  ASSERT_TRUE(rig.engine().SetMode(CacheMode::kWriteBack).ok());
+  ASSERT_TRUE(WritePattern(rig.engine(), 16 * K, 4 * K, 2).ok());
+  ASSERT_TRUE(rig.engine().Discard(16 * K, 2 * K).ok());
+  EXPECT_EQ(rig.engine().stats().dirty_lines, 1u);
+  EXPECT_TRUE(HasPattern(rig.engine(), 18 * K, 2 * K, 2));
+}
+
 TEST(EngineTest, WarmAfterCleanRestart) {
   EngineRig rig;
   EngineConfig c = Config(CacheMode::kWriteBack, 64 * K);

@@ -309,11 +309,16 @@ Status Engine::Impl::DiscardSegment(const Segment& seg) {
   std::lock_guard cell(StripeOf(seg.line));
   std::optional<uint32_t> slot = Lookup(seg.line, 0, 0);
   if (!slot) return Status::Ok();
-  // Only whole blocks are dropped; a partial block keeps its data.
-  uint32_t b0 = (seg.begin + kBlockSize - 1) / kBlockSize, b1 = seg.end / kBlockSize;
+  // Whole blocks are dropped, dirty or not. A block the discard covers only
+  // in part is dropped when clean (the origin's copy, discarded there too,
+  // is then the only one) and kept when dirty (cleaning rewrites it whole).
+  const uint32_t b0 = seg.first_block(), b1 = seg.end_block();
   bool dropped_dirty = false;
   for (uint32_t b = b0; b < b1; ++b) {
-    dropped_dirty |= (Flags(*slot, b) & kDirty) != 0;
+    bool whole = b * kBlockSize >= seg.begin && (b + 1) * kBlockSize <= seg.end;
+    bool dirty = (Flags(*slot, b) & kDirty) != 0;
+    if (!whole && dirty) continue;
+    dropped_dirty |= dirty;
     Invalidate(*slot, b);
   }
   MetadataStore::Batch batch;

@@ -216,41 +216,54 @@ Status CheckRange(const Engine::Impl& impl, uint64_t offset, uint64_t length) {
   return Status::Ok();
 }
 
-void CountRequest(uint64_t hits, uint64_t misses, std::atomic<uint64_t>& full,
-                  std::atomic<uint64_t>& partial, std::atomic<uint64_t>& miss) {
-  LiveStats::Bump(misses == 0 ? full : hits == 0 ? miss : partial);
+// Hit and miss counters of one direction (reads or writes).
+struct DirectionCounters {
+  std::atomic<uint64_t>& hits;
+  std::atomic<uint64_t>& misses;
+  std::atomic<uint64_t>& full;
+  std::atomic<uint64_t>& partial;
+  std::atomic<uint64_t>& miss_requests;
+};
+
+// Splits a request into line segments, runs `segment_fn` on each, and
+// counts the outcome.
+template <typename SegmentFn>
+Status RunSegments(Engine::Impl& impl, uint64_t offset, uint64_t length,
+                   const DirectionCounters& counters, SegmentFn segment_fn) {
+  CACHECORE_RETURN_IF_ERROR(CheckRange(impl, offset, length));
+  bool bypass = impl.admission.SequentialBypass(offset, length);
+  if (bypass) LiveStats::Bump(impl.stats.bypassed);
+  Engine::Impl::Tally tally;
+  Status s = ForEachSegment(offset, length, impl.line_size, [&](const Segment& seg, uint64_t at) {
+    return segment_fn(seg, at, bypass, tally);
+  });
+  LiveStats::Bump(counters.hits, tally.hits);
+  LiveStats::Bump(counters.misses, tally.misses);
+  LiveStats::Bump(tally.misses == 0 ? counters.full
+                  : tally.hits == 0 ? counters.miss_requests : counters.partial);
+  return s;
 }
 }  // namespace
 
 Status Engine::Read(uint64_t offset, void* buffer, uint64_t length) {
-  CACHECORE_RETURN_IF_ERROR(CheckRange(*impl_, offset, length));
-  bool bypass = impl_->admission.SequentialBypass(offset, length);
-  if (bypass) LiveStats::Bump(impl_->stats.bypassed);
-  Impl::Tally tally;
+  LiveStats& st = impl_->stats;
   auto* out = static_cast<uint8_t*>(buffer);
-  Status s = ForEachSegment(offset, length, impl_->line_size, [&](const Segment& seg, uint64_t at) {
-    return impl_->ReadSegment(seg, out + at, bypass, tally);
-  });
-  LiveStats::Bump(impl_->stats.read_hits, tally.hits);
-  LiveStats::Bump(impl_->stats.read_misses, tally.misses);
-  CountRequest(tally.hits, tally.misses, impl_->stats.read_full, impl_->stats.read_partial,
-               impl_->stats.read_miss_req);
-  return s;
+  return RunSegments(*impl_, offset, length,
+                     {st.read_hits, st.read_misses, st.read_full, st.read_partial, st.read_miss_req},
+                     [&](const Segment& seg, uint64_t at, bool bypass, Impl::Tally& tally) {
+                       return impl_->ReadSegment(seg, out + at, bypass, tally);
+                     });
 }
 
 Status Engine::Write(uint64_t offset, const void* buffer, uint64_t length, bool fua) {
-  CACHECORE_RETURN_IF_ERROR(CheckRange(*impl_, offset, length));
-  bool bypass = impl_->admission.SequentialBypass(offset, length);
-  if (bypass) LiveStats::Bump(impl_->stats.bypassed);
-  Impl::Tally tally;
+  LiveStats& st = impl_->stats;
   const auto* in = static_cast<const uint8_t*>(buffer);
-  Status s = ForEachSegment(offset, length, impl_->line_size, [&](const Segment& seg, uint64_t at) {
-    return impl_->WriteSegment(seg, in + at, bypass, tally);
-  });
-  LiveStats::Bump(impl_->stats.write_hits, tally.hits);
-  LiveStats::Bump(impl_->stats.write_misses, tally.misses);
-  CountRequest(tally.hits, tally.misses, impl_->stats.write_full, impl_->stats.write_partial,
-               impl_->stats.write_miss_req);
+  Status s = RunSegments(
+      *impl_, offset, length,
+      {st.write_hits, st.write_misses, st.write_full, st.write_partial, st.write_miss_req},
+      [&](const Segment& seg, uint64_t at, bool bypass, Impl::Tally& tally) {
+        return impl_->WriteSegment(seg, in + at, bypass, tally);
+      });
   if (s.ok() && fua) s = impl_->SyncAll();
   return s;
 }

@@ -96,27 +96,26 @@ Status FaultDevice::Execute(IoRequest& r) {
       }
       return Status::Ok();
     }
-    case IoOp::kFlush: {
-      for (const auto& w : state_->pending) {
-        AlignedBuffer staging(w.data.size());
-        std::memcpy(staging.data(), w.data.data(), w.data.size());
-        CACHECORE_RETURN_IF_ERROR(target_->Write(w.offset, staging.data(), w.data.size()));
-      }
-      state_->pending.clear();
+    case IoOp::kFlush:
+      CACHECORE_RETURN_IF_ERROR(LandPending());
       return target_->Flush();
-    }
-    case IoOp::kDiscard: {
-      // A discard is ordered after earlier writes: flush them first, as a
+    case IoOp::kDiscard:
+      // A discard is ordered after earlier writes: land them first, as a
       // simple model of a drive that completes writes before trimming.
-      for (const auto& w : state_->pending) {
-        AlignedBuffer staging(w.data.size());
-        std::memcpy(staging.data(), w.data.data(), w.data.size());
-        CACHECORE_RETURN_IF_ERROR(target_->Write(w.offset, staging.data(), w.data.size()));
-      }
-      state_->pending.clear();
+      CACHECORE_RETURN_IF_ERROR(LandPending());
       return target_->Discard(r.offset, r.length);
-    }
   }
+  return Status::Ok();
+}
+
+// Caller holds state_->mu.
+Status FaultDevice::LandPending() {
+  for (const auto& w : state_->pending) {
+    AlignedBuffer staging(w.data.size());
+    std::memcpy(staging.data(), w.data.data(), w.data.size());
+    CACHECORE_RETURN_IF_ERROR(target_->Write(w.offset, staging.data(), w.data.size()));
+  }
+  state_->pending.clear();
   return Status::Ok();
 }
 

@@ -56,6 +56,7 @@ class FaultDevice : public BlockDevice {
  private:
   struct State;
   Status Execute(IoRequest& request);
+  Status LandPending();  // writes every unsynced write to the target
   BlockDevice* target_;
   std::unique_ptr<State> state_;
 };

@@ -9,6 +9,8 @@ packages=(
   build-essential cmake pkg-config ccache zstd
   librocksdb-dev libaio-dev libboost-program-options-dev libgtest-dev libzstd-dev
   libdevmapper-dev
+  # NBD clients the interop tests use
+  libnbd-bin python3-libnbd qemu-utils fio
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -1,0 +1,281 @@
+#include "nbd_connection.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "nbd_protocol.h"
+#include "socket_io.h"
+#include "worker_pool.h"
+
+namespace shim {
+
+using namespace nbd;
+using cachecore::AlignedBuffer;
+using cachecore::StatusCode;
+
+namespace {
+constexpr size_t kMaxInFlight = 64;     // per connection; the reader waits beyond it
+constexpr uint32_t kMaxOptionLength = 64 * 1024;
+constexpr uint32_t kZeroChunk = 1 << 20;
+
+uint32_t ErrnoOf(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kOk: return 0;
+    case StatusCode::kInvalidArgument: return kEinval;
+    case StatusCode::kOutOfRange:
+    case StatusCode::kNoSpace: return kEnospc;
+    case StatusCode::kBusy: return kEshutdown;
+    case StatusCode::kNotSupported: return kEnotsup;
+    default: return kEio;
+  }
+}
+}  // namespace
+
+struct NbdRequest {
+  uint16_t type = 0;
+  uint16_t flags = 0;
+  uint64_t handle = 0;
+  uint64_t offset = 0;
+  uint32_t length = 0;
+  AlignedBuffer buffer;
+};
+
+NbdConnection::NbdConnection(int fd, NbdBackend* backend, const NbdServerOptions* options,
+                             WorkerPool* pool)
+    : fd_(fd), backend_(backend), options_(options), pool_(pool) {}
+
+NbdConnection::~NbdConnection() { close(fd_); }
+
+void NbdConnection::Interrupt() { shutdown(fd_, SHUT_RDWR); }
+
+void NbdConnection::Serve() {
+  if (Handshake()) Transmit();
+  // Requests in flight finish before the connection goes: a client that
+  // vanished mid-write still gets its write completed, whole.
+  std::unique_lock lock(pool_mu_);
+  pool_cv_.wait(lock, [this] { return in_flight_ == 0; });
+}
+
+bool NbdConnection::Handshake() {
+  uint8_t hello[18];
+  PutBe64(hello, kInitMagic);
+  PutBe64(hello + 8, kOptMagic);
+  PutBe16(hello + 16, kFlagFixedNewstyle | kFlagNoZeroes);
+  uint8_t client_flags[4];
+  if (!WriteFull(fd_, hello, sizeof(hello)) || !ReadFull(fd_, client_flags, 4)) return false;
+  uint32_t flags = GetBe32(client_flags);
+  if (!(flags & kClientFixedNewstyle) || (flags & ~(kClientFixedNewstyle | kClientNoZeroes))) {
+    return false;  // only fixed newstyle clients; unknown flags end it (as the spec says)
+  }
+  bool no_zeroes = flags & kClientNoZeroes;
+  while (true) {
+    uint8_t head[16];
+    if (!ReadFull(fd_, head, sizeof(head)) || GetBe64(head) != kOptMagic) return false;
+    uint32_t option = GetBe32(head + 8), length = GetBe32(head + 12);
+    if (length > kMaxOptionLength) return false;
+    std::vector<uint8_t> data(length);
+    if (length > 0 && !ReadFull(fd_, data.data(), length)) return false;
+    if (option == kOptExportName) {
+      if (!ExportNameMatches(std::string(data.begin(), data.end()))) return false;
+      uint8_t reply[10 + 124] = {};
+      PutBe64(reply, backend_->size());
+      PutBe16(reply + 8, TransmissionFlags());
+      return WriteFull(fd_, reply, no_zeroes ? 10 : sizeof(reply));
+    }
+    bool go = false;
+    if (!HandleOption(option, data, &go)) return false;
+    if (go) return true;
+  }
+}
+
+bool NbdConnection::HandleOption(uint32_t option, const std::vector<uint8_t>& data, bool* go) {
+  switch (option) {
+    case kOptAbort:
+      SendOptionReply(option, kRepAck, nullptr, 0);
+      return false;
+    case kOptList: {
+      if (!data.empty()) return SendOptionReply(option, kRepErrInvalid, nullptr, 0);
+      std::vector<uint8_t> entry(4 + options_->export_name.size());
+      PutBe32(entry.data(), static_cast<uint32_t>(options_->export_name.size()));
+      std::memcpy(entry.data() + 4, options_->export_name.data(), options_->export_name.size());
+      return SendOptionReply(option, kRepServer, entry.data(), static_cast<uint32_t>(entry.size())) &&
+             SendOptionReply(option, kRepAck, nullptr, 0);
+    }
+    case kOptInfo:
+    case kOptGo: {
+      // u32 name length, name, u16 count of info requests, u16 each.
+      if (data.size() < 6) return SendOptionReply(option, kRepErrInvalid, nullptr, 0);
+      uint32_t name_len = GetBe32(data.data());
+      if (name_len > data.size() - 6) return SendOptionReply(option, kRepErrInvalid, nullptr, 0);
+      uint16_t requests = GetBe16(data.data() + 4 + name_len);
+      if (data.size() != 6 + name_len + 2ull * requests) {
+        return SendOptionReply(option, kRepErrInvalid, nullptr, 0);
+      }
+      std::string name(data.begin() + 4, data.begin() + 4 + name_len);
+      if (!ExportNameMatches(name)) return SendOptionReply(option, kRepErrUnknown, nullptr, 0);
+      if (!SendExportInfo(option)) return false;
+      *go = option == kOptGo;
+      return true;
+    }
+    default:
+      return SendOptionReply(option, kRepErrUnsup, nullptr, 0);
+  }
+}
+
+bool NbdConnection::SendExportInfo(uint32_t option) {
+  uint8_t exp[12];
+  PutBe16(exp, kInfoExport);
+  PutBe64(exp + 2, backend_->size());
+  PutBe16(exp + 10, TransmissionFlags());
+  uint8_t bs[14];
+  PutBe16(bs, kInfoBlockSize);
+  PutBe32(bs + 2, 512);
+  PutBe32(bs + 6, backend_->preferred_block_size());
+  PutBe32(bs + 10, kNbdMaxPayload);
+  return SendOptionReply(option, kRepInfo, exp, sizeof(exp)) &&
+         SendOptionReply(option, kRepInfo, bs, sizeof(bs)) &&
+         SendOptionReply(option, kRepAck, nullptr, 0);
+}
+
+bool NbdConnection::SendOptionReply(uint32_t option, uint32_t type, const uint8_t* data,
+                                    uint32_t len) {
+  uint8_t head[20];
+  PutBe64(head, kOptReplyMagic);
+  PutBe32(head + 8, option);
+  PutBe32(head + 12, type);
+  PutBe32(head + 16, len);
+  iovec iov[2] = {{head, sizeof(head)}, {const_cast<uint8_t*>(data), len}};
+  return WriteVecFull(fd_, iov, len > 0 ? 2 : 1);
+}
+
+bool NbdConnection::ExportNameMatches(const std::string& name) const {
+  return name.empty() || name == options_->export_name;
+}
+
+uint16_t NbdConnection::TransmissionFlags() const {
+  return kTxHasFlags | kTxSendFlush | kTxSendFua | kTxSendTrim | kTxSendWriteZeroes |
+         kTxCanMultiConn;
+}
+
+uint32_t NbdConnection::CheckRange(uint16_t type, uint64_t offset, uint32_t length) const {
+  if (type == kCmdFlush) return 0;
+  if (length == 0 || offset % 512 != 0 || length % 512 != 0) return kEinval;
+  if (offset > backend_->size() || length > backend_->size() - offset) {
+    return type == kCmdRead ? kEinval : kEnospc;
+  }
+  return 0;
+}
+
+void NbdConnection::Transmit() {
+  while (true) {
+    uint8_t head[28];
+    if (!ReadFull(fd_, head, sizeof(head)) || GetBe32(head) != kRequestMagic) return;
+    NbdRequest* r = TakeRequest();
+    r->flags = GetBe16(head + 4);
+    r->type = GetBe16(head + 6);
+    r->handle = GetBe64(head + 8);
+    r->offset = GetBe64(head + 16);
+    r->length = GetBe32(head + 24);
+    if (r->type == kCmdDisc) {
+      ReturnRequest(r);
+      return;
+    }
+    bool has_payload = r->type == kCmdWrite;
+    bool carries_data = has_payload || r->type == kCmdRead;
+    if (carries_data && r->length > kNbdMaxPayload) {
+      ReturnRequest(r);
+      return;  // too big to take or answer: a clean disconnect
+    }
+    if (has_payload) {
+      r->buffer.Reserve(r->length);
+      if (!ReadFull(fd_, r->buffer.data(), r->length)) {
+        ReturnRequest(r);
+        return;  // the client went away mid-request; nothing was written
+      }
+    }
+    bool known = r->type == kCmdRead || r->type == kCmdWrite || r->type == kCmdFlush ||
+                 r->type == kCmdTrim || r->type == kCmdWriteZeroes;
+    uint32_t error = known ? CheckRange(r->type, r->offset, r->length) : kEinval;
+    if (error != 0) {
+      Reply(r->handle, error, nullptr, 0);
+      ReturnRequest(r);
+      continue;
+    }
+    pool_->Submit(shared_from_this(), r);
+  }
+}
+
+void NbdConnection::Execute(NbdRequest* r) {
+  bool fua = r->flags & kCmdFlagFua;
+  Status s;
+  switch (r->type) {
+    case kCmdRead:
+      r->buffer.Reserve(r->length);
+      s = backend_->Read(r->offset, r->buffer.data(), r->length);
+      break;
+    case kCmdWrite:
+      s = backend_->Write(r->offset, r->buffer.data(), r->length, fua);
+      break;
+    case kCmdFlush:
+      s = backend_->Flush();
+      break;
+    case kCmdTrim:
+      s = backend_->Trim(r->offset, r->length);
+      if (s.ok() && fua) s = backend_->Flush();
+      break;
+    case kCmdWriteZeroes:
+      s = WriteZeroes(r->offset, r->length, fua);
+      break;
+  }
+  bool send_data = r->type == kCmdRead && s.ok();
+  Reply(r->handle, ErrnoOf(s), send_data ? r->buffer.data() : nullptr, send_data ? r->length : 0);
+  ReturnRequest(r);
+}
+
+Status NbdConnection::WriteZeroes(uint64_t offset, uint64_t length, bool fua) {
+  static const AlignedBuffer* zeros = new AlignedBuffer(kZeroChunk);  // zero-filled, shared
+  for (uint64_t done = 0; done < length;) {
+    uint64_t n = std::min<uint64_t>(kZeroChunk, length - done);
+    bool last = done + n == length;
+    CACHECORE_RETURN_IF_ERROR(backend_->Write(offset + done, zeros->data(), n, fua && last));
+    done += n;
+  }
+  return Status::Ok();
+}
+
+void NbdConnection::Reply(uint64_t handle, uint32_t error, const void* data, uint32_t len) {
+  uint8_t head[16];
+  PutBe32(head, kSimpleReplyMagic);
+  PutBe32(head + 4, error);
+  PutBe64(head + 8, handle);
+  iovec iov[2] = {{head, sizeof(head)}, {const_cast<void*>(data), len}};
+  std::lock_guard lock(write_mu_);
+  // A failed send means the client is gone; the reader sees that too.
+  (void)WriteVecFull(fd_, iov, len > 0 ? 2 : 1);
+}
+
+NbdRequest* NbdConnection::TakeRequest() {
+  std::unique_lock lock(pool_mu_);
+  pool_cv_.wait(lock, [this] { return !free_requests_.empty() || all_requests_.size() < kMaxInFlight; });
+  ++in_flight_;
+  if (free_requests_.empty()) {
+    all_requests_.push_back(std::make_unique<NbdRequest>());
+    return all_requests_.back().get();
+  }
+  NbdRequest* r = free_requests_.back();
+  free_requests_.pop_back();
+  return r;
+}
+
+void NbdConnection::ReturnRequest(NbdRequest* r) {
+  {
+    std::lock_guard lock(pool_mu_);
+    free_requests_.push_back(r);
+    --in_flight_;
+  }
+  pool_cv_.notify_all();
+}
+
+}  // namespace shim

@@ -1,0 +1,133 @@
+#include "shim/nbd_server.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <list>
+#include <mutex>
+#include <thread>
+
+#include "nbd_connection.h"
+#include "socket_io.h"
+#include "worker_pool.h"
+
+namespace shim {
+
+namespace {
+
+class NbdServerImpl : public NbdServer {
+ public:
+  NbdServerImpl(NbdBackend* backend, const NbdServerOptions& options)
+      : backend_(backend), options_(options), pool_(options.worker_threads) {}
+
+  ~NbdServerImpl() override { Stop(); }
+
+  Status Listen() {
+    if (pipe2(wake_, O_CLOEXEC) != 0) return Status::IoError("pipe");
+    if (!options_.unix_path.empty()) {
+      Result<int> fd = ListenUnix(options_.unix_path, options_.socket_mode);
+      if (!fd.ok()) return fd.status();
+      listeners_.push_back(fd.value());
+    }
+    if (!options_.tcp_address.empty()) {
+      Result<int> fd = ListenTcp(options_.tcp_address);
+      if (!fd.ok()) return fd.status();
+      listeners_.push_back(fd.value());
+    }
+    if (listeners_.empty()) return Status::InvalidArgument("no socket to listen on");
+    acceptor_ = std::thread([this] { AcceptLoop(); });
+    return Status::Ok();
+  }
+
+  void Stop() override {
+    std::lock_guard stop_lock(stop_mu_);
+    if (stopped_) return;
+    stopped_ = true;
+    if (wake_[1] >= 0) (void)!write(wake_[1], "x", 1);
+    if (acceptor_.joinable()) acceptor_.join();
+    {
+      std::lock_guard lock(mu_);
+      for (auto& c : connections_) c.connection->Interrupt();
+    }
+    for (auto& c : connections_) c.thread.join();  // the acceptor is gone: no new entries
+    connections_.clear();
+    for (int fd : listeners_) close(fd);
+    for (int fd : wake_) if (fd >= 0) close(fd);
+    if (!options_.unix_path.empty()) unlink(options_.unix_path.c_str());
+  }
+
+  uint64_t connections_served() const override { return served_.load(); }
+
+ private:
+  struct Running {
+    std::shared_ptr<NbdConnection> connection;
+    std::thread thread;
+    std::atomic<bool> done{false};
+  };
+
+  void AcceptLoop() {
+    std::vector<pollfd> fds;
+    for (int fd : listeners_) fds.push_back({fd, POLLIN, 0});
+    fds.push_back({wake_[0], POLLIN, 0});
+    while (true) {
+      if (poll(fds.data(), fds.size(), 1000) < 0 && errno != EINTR) return;
+      if (fds.back().revents) return;  // Stop()
+      Reap();
+      for (size_t i = 0; i + 1 < fds.size(); ++i) {
+        if (!(fds[i].revents & POLLIN)) continue;
+        int client = accept4(fds[i].fd, nullptr, nullptr, SOCK_CLOEXEC);
+        if (client >= 0) StartConnection(client);
+      }
+    }
+  }
+
+  void StartConnection(int fd) {
+    ++served_;
+    auto conn = std::make_shared<NbdConnection>(fd, backend_, &options_, &pool_);
+    std::lock_guard lock(mu_);
+    connections_.emplace_back();
+    Running& r = connections_.back();
+    r.connection = conn;
+    r.thread = std::thread([&r] {
+      r.connection->Serve();
+      r.done = true;
+    });
+  }
+
+  // Joins connections that have ended (called by the acceptor only).
+  void Reap() {
+    std::lock_guard lock(mu_);
+    for (auto it = connections_.begin(); it != connections_.end();) {
+      if (!it->done.load()) { ++it; continue; }
+      it->thread.join();
+      it = connections_.erase(it);
+    }
+  }
+
+  NbdBackend* backend_;
+  NbdServerOptions options_;
+  WorkerPool pool_;
+  std::vector<int> listeners_;
+  int wake_[2] = {-1, -1};
+  std::thread acceptor_;
+  std::mutex mu_;
+  std::list<Running> connections_;
+  std::atomic<uint64_t> served_{0};
+  std::mutex stop_mu_;
+  bool stopped_ = false;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<NbdServer>> NbdServer::Start(NbdBackend* backend,
+                                                    const NbdServerOptions& options) {
+  auto server = std::make_unique<NbdServerImpl>(backend, options);
+  Status s = server->Listen();
+  if (!s.ok()) return s;
+  return std::unique_ptr<NbdServer>(std::move(server));
+}
+
+}  // namespace shim

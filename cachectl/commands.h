@@ -1,5 +1,6 @@
 // The cachectl subcommands. Each takes the arguments after its name and
-// returns the process exit code: 0 done, 1 failed, 2 the command line was wrong.
+// returns the process exit code: 0 done, 1 I/O failure, 2 the command line was
+// wrong, 3 not found, 4 refused (see control.h and docs/usage.md).
 #pragma once
 
 #include <string>
@@ -15,5 +16,13 @@ constexpr int kExitUsage = 2;
 int Fail(int code, const std::string& message);
 
 int RunReplay(const std::vector<std::string>& args);
+int RunAttach(const std::vector<std::string>& args);
+int RunDetach(const std::vector<std::string>& args);
+int RunFlush(const std::vector<std::string>& args);
+int RunStats(const std::vector<std::string>& args);
+int RunList(const std::vector<std::string>& args);
+int RunSet(const std::vector<std::string>& args);
+int RunStart(const std::vector<std::string>& args);
+int RunStop(const std::vector<std::string>& args);
 
 }  // namespace cachectl

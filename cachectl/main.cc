@@ -20,6 +20,14 @@ struct Command {
 };
 
 const Command kCommands[] = {
+    {"attach", RunAttach, "attach an SSD cache to a volume and serve the cached volume"},
+    {"detach", RunDetach, "flush, then release the cache: the origin alone holds the data"},
+    {"flush", RunFlush, "write every dirty line to the origin now"},
+    {"stats", RunStats, "hit ratios, occupancy, errors of one cache"},
+    {"list", RunList, "every cache, running or not"},
+    {"set", RunSet, "change a running cache's mode or sequential cutoff"},
+    {"start", RunStart, "start a cache from its saved metadata (warm)"},
+    {"stop", RunStop, "stop serving; the cache stays warm on the SSD"},
     {"replay", RunReplay, "replay a block trace through the engine and report hit ratios"},
 };
 

@@ -20,7 +20,7 @@
 #include "support/block_io.h"
 #include "support/engine_rig.h"
 #include "../dm-target-shim/src/nbd_protocol.h"
-#include "../dm-target-shim/src/socket_io.h"
+#include "shim/socket_io.h"
 
 namespace cachecore::testing {
 namespace {

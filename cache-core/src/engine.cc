@@ -338,7 +338,12 @@ Status Engine::Shutdown() {
 
 Status Engine::Detach(const FlushProgress& progress) {
   CACHECORE_RETURN_IF_ERROR(Flush(progress));
-  return Shutdown();
+  CACHECORE_RETURN_IF_ERROR(Shutdown());
+  // Release: the cache device no longer claims to be a cache, so it can be
+  // reused without --force. Everything is on the origin now.
+  AlignedBuffer blank(kSuperblockSize);
+  CACHECORE_RETURN_IF_ERROR(impl_->dev.cache->Write(0, blank.data(), kSuperblockSize));
+  return impl_->dev.cache->Flush();
 }
 
 }  // namespace cachecore

@@ -6,7 +6,7 @@
 #include <cstring>
 
 #include "nbd_protocol.h"
-#include "socket_io.h"
+#include "shim/socket_io.h"
 #include "worker_pool.h"
 
 namespace shim {

@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "nbd_connection.h"
-#include "socket_io.h"
+#include "shim/socket_io.h"
 #include "worker_pool.h"
 
 namespace shim {

@@ -1,4 +1,4 @@
-#include "socket_io.h"
+#include "shim/socket_io.h"
 
 #include <netdb.h>
 #include <sys/socket.h>
@@ -52,6 +52,7 @@ bool WriteVecFull(int fd, iovec* iov, int count) {
     msg.msg_iov = iov;
     msg.msg_iovlen = static_cast<size_t>(count);
     ssize_t n = sendmsg(fd, &msg, MSG_NOSIGNAL);
+    if (n < 0 && errno == ENOTSOCK) n = writev(fd, iov, count);  // a pipe
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return false;
     auto left = static_cast<size_t>(n);

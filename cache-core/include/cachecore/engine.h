@@ -94,7 +94,8 @@ class Engine {
   // Syncs, stops the cleaner, records a clean shutdown. Dirty lines stay
   // (write-back data is safe on the cache device). Idempotent.
   Status Shutdown();
-  // Flush, then Shutdown: afterwards the origin alone holds all data.
+  // Flush, then Shutdown, then erase the superblock (the cache device is
+  // released): afterwards the origin alone holds all data.
   Status Detach(const FlushProgress& progress = {});
 
   struct Impl;

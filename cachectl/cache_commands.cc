@@ -1,0 +1,248 @@
+// attach, start, stop, detach, flush, set: the commands that start a cache's
+// daemon or ask it to change something.
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/program_options.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+
+#include "cachecore/cache_mode.h"
+#include "cli_common.h"
+#include "commands.h"
+#include "control.h"
+#include "daemon.h"
+
+namespace cachectl {
+
+namespace po = boost::program_options;
+using namespace cachecore;
+
+namespace {
+
+// "a device that does not exist", "the same device twice": caught here,
+// before anything is opened for writing.
+Status CheckDevicePair(const std::string& origin, const std::string& cache) {
+  struct stat so {}, sc {};
+  if (stat(origin.c_str(), &so) != 0) return Status::NotFound("origin " + origin + " does not exist");
+  if (stat(cache.c_str(), &sc) != 0) return Status::NotFound("cache " + cache + " does not exist");
+  bool same = S_ISBLK(so.st_mode) && S_ISBLK(sc.st_mode) ? so.st_rdev == sc.st_rdev
+                                                         : so.st_dev == sc.st_dev && so.st_ino == sc.st_ino;
+  if (same) return Status::InvalidArgument("origin and cache are the same device (" + origin + ")");
+  return Status::Ok();
+}
+
+std::string Absolute(const std::string& path) {
+  std::error_code ec;
+  auto p = std::filesystem::absolute(path, ec);
+  return ec ? path : p.string();
+}
+
+void PrintServing(const Dirs& dirs, const std::string& name, CacheMode mode) {
+  std::printf("  NBD socket: %s (nbd+unix:///%s?socket=%s)\n", dirs.NbdSocket(name).c_str(),
+              name.c_str(), dirs.NbdSocket(name).c_str());
+  if (mode == CacheMode::kWriteBack) {
+    std::printf("  write-back: written data lives only on the cache until it is flushed "
+                "('cachectl flush %s'); losing the cache device before then loses it\n",
+                name.c_str());
+  }
+}
+
+int Attach(const std::vector<std::string>& args) {
+  std::string origin, cache, name, mode_text = "writethrough", line_text = "64K", tcp;
+  CommonOptions common;
+  po::options_description desc = common.Describe(
+      "cachectl attach --origin DEV --cache DEV [--name NAME] [--mode MODE] [--line-size SIZE] "
+      "[--force]\n\nexample: cachectl attach --origin /dev/vg0/data --cache /dev/nvme0n1p2 "
+      "--mode writeback --name data");
+  desc.add_options()
+      ("origin", po::value(&origin)->required(), "the volume to cache (its data is kept)")
+      ("cache", po::value(&cache)->required(), "the SSD device or file (its contents are replaced)")
+      ("name", po::value(&name), "cache name (default: from the origin's file name)")
+      ("mode", po::value(&mode_text), "writethrough (default), writeback, writearound, readonly, passthrough (or wt, wb, wa, ro, pt)")
+      ("line-size", po::value(&line_text), "cache line size, 4K to 1M (default 64K)")
+      ("nbd-tcp", po::value(&tcp), "also serve NBD on this host:port")
+      ("force", "replace a cache device that holds another (clean) cache");
+  po::variables_map vm;
+  if (int rc = common.Parse(desc, args, vm, "attach"); rc >= 0) return rc;
+  if (name.empty()) name = NameFromPath(origin);
+  Result<CacheMode> mode = ParseCacheMode(mode_text);
+  Result<uint64_t> line = ParseSize(line_text);
+  for (const Status& s : {CheckName(name), mode.status(), line.status()}) {
+    if (!s.ok()) return Fail(2, "attach: " + s.message());
+  }
+  Dirs dirs = common.dirs();
+  if (int rc = common.RequireRoot("attach"); rc != 0) return rc;
+  if (access(dirs.ConfigFile(name).c_str(), F_OK) == 0) {
+    return Fail(kExitRefused, "attach: a cache named '" + name + "' exists already");
+  }
+  Status pair = CheckDevicePair(origin, cache);
+  if (!pair.ok()) return Fail(ExitCodeOf(pair), "attach: " + pair.message());
+  DaemonSpec spec;
+  spec.name = name;
+  spec.dirs = dirs;
+  spec.origin = Absolute(origin);
+  spec.cache = Absolute(cache);
+  spec.create = true;
+  spec.force = vm.count("force") > 0;
+  spec.engine.mode = mode.value();
+  spec.engine.line_size = static_cast<uint32_t>(line.value());
+  spec.tcp_address = tcp;
+  Status launched = LaunchDaemon(spec);
+  if (!launched.ok()) {
+    std::error_code ec;
+    std::filesystem::remove_all(dirs.StateDir(name), ec);  // nothing of a failed attach stays
+    return Fail(ExitCodeOf(launched), "attach: " + launched.message());
+  }
+  CacheConfig config{{"origin", spec.origin}, {"cache", spec.cache},
+                     {"line_size", std::to_string(spec.engine.line_size)}, {"nbd_tcp", tcp}};
+  Status saved = SaveConfig(dirs.ConfigFile(name), config);
+  if (!saved.ok()) return Fail(kExitIoFailure, "attach: " + saved.message());
+  std::printf("attached %s: %s cached on %s, %s, %s lines\n", name.c_str(), spec.origin.c_str(),
+              spec.cache.c_str(), CacheModeName(mode.value()), line_text.c_str());
+  PrintServing(dirs, name, mode.value());
+  return 0;
+}
+
+int StartOne(const Dirs& dirs, const std::string& name) {
+  Result<CacheConfig> config = LoadConfig(dirs.ConfigFile(name));
+  if (!config.ok()) return Fail(kExitNotFound, "start: no cache named '" + name + "'");
+  DaemonSpec spec;
+  spec.name = name;
+  spec.dirs = dirs;
+  spec.origin = config.value()["origin"];
+  spec.cache = config.value()["cache"];
+  spec.tcp_address = config.value()["nbd_tcp"];
+  Status s = LaunchDaemon(spec);
+  if (!s.ok()) return Fail(ExitCodeOf(s), "start " + name + ": " + s.message());
+  std::printf("started %s (warm, from saved metadata)\n", name.c_str());
+  PrintServing(dirs, name, CacheMode::kWriteThrough);
+  return 0;
+}
+
+int Start(const std::vector<std::string>& args) {
+  std::string name;
+  CommonOptions common;
+  po::options_description desc = common.Describe(
+      "cachectl start NAME | --all\n\nexample: cachectl start data");
+  desc.add_options()("name", po::value(&name), "cache to start")("all", "start every cache that is not running");
+  po::variables_map vm;
+  if (int rc = common.Parse(desc, args, vm, "start", "name"); rc >= 0) return rc;
+  if (int rc = common.RequireRoot("start"); rc != 0) return rc;
+  Dirs dirs = common.dirs();
+  if (!vm.count("all")) {
+    if (name.empty()) return Fail(2, "start: give a cache name or --all");
+    return StartOne(dirs, name);
+  }
+  int worst = 0;
+  for (const std::string& n : ListCaches(dirs)) {
+    if (access(dirs.ControlSocket(n).c_str(), F_OK) == 0 &&
+        SendControl(dirs.ControlSocket(n), "stats").ok()) {
+      continue;  // running already
+    }
+    worst = std::max(worst, StartOne(dirs, n));
+  }
+  return worst;
+}
+
+// Progress: a bar on a terminal, a line per tenth otherwise.
+std::function<void(uint64_t, uint64_t)> ProgressPrinter(const std::string& what) {
+  bool tty = isatty(STDOUT_FILENO);
+  auto last = std::make_shared<int>(-1);
+  return [tty, last, what](uint64_t left, uint64_t total) {
+    int pct = total == 0 ? 100 : static_cast<int>(100 * (total - left) / total);
+    if (tty) {
+      std::string bar(pct / 5, '#');
+      bar.resize(20, '.');
+      std::printf("\r%s [%s] %3d%% %llu dirty lines left ", what.c_str(), bar.c_str(), pct,
+                  (unsigned long long)left);
+    } else if (pct / 10 != *last / 10 || left == 0) {
+      std::printf("%s: %d%%, %llu dirty lines left\n", what.c_str(), pct, (unsigned long long)left);
+    }
+    *last = pct;
+    std::fflush(stdout);
+  };
+}
+
+// stop, detach, flush: NAME and a control command.
+int SimpleControl(const std::vector<std::string>& args, const char* verb, const char* usage,
+                  const std::string& command, const char* done) {
+  std::string name;
+  CommonOptions common;
+  po::options_description desc = common.Describe(usage);
+  desc.add_options()("name", po::value(&name)->required(), "cache name");
+  po::variables_map vm;
+  if (int rc = common.Parse(desc, args, vm, verb, "name"); rc >= 0) return rc;
+  if (int rc = common.RequireRoot(verb); rc != 0) return rc;
+  Dirs dirs = common.dirs();
+  if (access(dirs.ConfigFile(name).c_str(), F_OK) != 0) {
+    return Fail(kExitNotFound, std::string(verb) + ": no cache named '" + name + "'");
+  }
+  auto reply = SendControl(dirs.ControlSocket(name), command, ProgressPrinter(verb));
+  if (isatty(STDOUT_FILENO)) std::printf("\n");
+  if (!reply.ok()) {
+    return Fail(kExitNotFound, std::string(verb) + ": cache '" + name + "' is not running (" +
+                                   reply.status().message() + ")");
+  }
+  if (reply->exit_code != 0) return Fail(reply->exit_code, std::string(verb) + ": " + reply->message);
+  if (command == "detach") {
+    std::error_code ec;
+    std::filesystem::remove_all(dirs.StateDir(name), ec);
+  }
+  std::printf("%s %s\n", done, name.c_str());
+  return 0;
+}
+
+}  // namespace
+
+int RunAttach(const std::vector<std::string>& a) { return Attach(a); }
+int RunStart(const std::vector<std::string>& a) { return Start(a); }
+int RunStop(const std::vector<std::string>& a) {
+  return SimpleControl(a, "stop", "cachectl stop NAME\n\nStops serving; the cache stays warm on the SSD "
+                       "(dirty data included) for 'cachectl start'.\n\nexample: cachectl stop data",
+                       "stop", "stopped");
+}
+int RunDetach(const std::vector<std::string>& a) {
+  return SimpleControl(a, "detach", "cachectl detach NAME\n\nFlushes, then releases the cache: the "
+                       "origin alone holds the data.\n\nexample: cachectl detach data",
+                       "detach", "detached; the origin alone holds the data:");
+}
+int RunFlush(const std::vector<std::string>& a) {
+  return SimpleControl(a, "flush", "cachectl flush NAME\n\nWrites every dirty line to the origin now."
+                       "\n\nexample: cachectl flush data", "flush", "flushed");
+}
+
+int RunSet(const std::vector<std::string>& args) {
+  std::string name, mode_text, cutoff_text;
+  CommonOptions common;
+  po::options_description desc = common.Describe(
+      "cachectl set NAME [--mode MODE] [--seq-cutoff SIZE]\n\nexample: cachectl set data --mode writethrough");
+  desc.add_options()
+      ("name", po::value(&name)->required(), "cache name")
+      ("mode", po::value(&mode_text), "new mode; leaving writeback flushes first, with progress")
+      ("seq-cutoff", po::value(&cutoff_text), "sequential cutoff (0: off)");
+  po::variables_map vm;
+  if (int rc = common.Parse(desc, args, vm, "set", "name"); rc >= 0) return rc;
+  if (mode_text.empty() && cutoff_text.empty()) return Fail(2, "set: nothing to set (--mode, --seq-cutoff)");
+  if (!mode_text.empty() && !ParseCacheMode(mode_text).ok()) {
+    return Fail(2, "set: " + ParseCacheMode(mode_text).status().message());
+  }
+  if (!cutoff_text.empty() && !ParseSize(cutoff_text).ok()) {
+    return Fail(2, "set: --seq-cutoff: " + ParseSize(cutoff_text).status().message());
+  }
+  if (int rc = common.RequireRoot("set"); rc != 0) return rc;
+  Dirs dirs = common.dirs();
+  std::vector<std::string> commands;
+  if (!mode_text.empty()) commands.push_back("set mode " + mode_text);
+  if (!cutoff_text.empty()) commands.push_back("set seq_cutoff " + cutoff_text);
+  for (const std::string& c : commands) {
+    auto reply = SendControl(dirs.ControlSocket(name), c, ProgressPrinter("set"));
+    if (!reply.ok()) return Fail(kExitNotFound, "set: cache '" + name + "' is not running");
+    if (reply->exit_code != 0) return Fail(reply->exit_code, "set: " + reply->message);
+  }
+  std::printf("set %s\n", name.c_str());
+  return 0;
+}
+
+}  // namespace cachectl

@@ -1,0 +1,48 @@
+#include "cli_common.h"
+
+#include <unistd.h>
+
+#include <iostream>
+
+#include "commands.h"
+#include "control.h"
+
+namespace cachectl {
+
+namespace po = boost::program_options;
+
+po::options_description CommonOptions::Describe(const std::string& usage) {
+  po::options_description desc(usage + "\n\noptions");
+  desc.add_options()
+      ("help,h", "show this help")
+      ("run-dir", po::value(&run_dir_), "runtime directory (default /run/cachectl, or $CACHECTL_RUN_DIR)")
+      ("state-dir", po::value(&state_dir_), "state directory (default /var/lib/cachectl, or $CACHECTL_STATE_DIR)");
+  return desc;
+}
+
+int CommonOptions::Parse(const po::options_description& desc, const std::vector<std::string>& args,
+                         po::variables_map& vm, const std::string& verb, const char* positional) {
+  try {
+    po::positional_options_description pos;
+    if (positional) pos.add(positional, 1);
+    po::store(po::command_line_parser(args).options(desc).positional(pos).run(), vm);
+    if (vm.count("help")) {
+      std::cout << desc;
+      return kExitOk;
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    return Fail(kExitUsage, verb + ": " + e.what() + " (see 'cachectl " + verb + " --help')");
+  }
+  return -1;
+}
+
+int CommonOptions::RequireRoot(const std::string& verb) const {
+  if (geteuid() == 0) return 0;
+  Dirs d = dirs();
+  if (access(d.state.c_str(), W_OK) == 0 && access(d.run.c_str(), W_OK) == 0) return 0;
+  return Fail(kExitRefused, verb + ": permission denied: run as root (or give --run-dir and "
+                            "--state-dir that you can write)");
+}
+
+}  // namespace cachectl

@@ -1,0 +1,31 @@
+// Options every cache command shares (--help, --run-dir, --state-dir), and
+// the parse that turns a wrong command line into one line and exit code 2.
+#pragma once
+
+#include <boost/program_options.hpp>
+#include <string>
+#include <vector>
+
+#include "paths.h"
+
+namespace cachectl {
+
+class CommonOptions {
+ public:
+  // `usage` is printed by --help above the options.
+  boost::program_options::options_description Describe(const std::string& usage);
+  // Returns -1 to go on, or the exit code to return now (after --help or an
+  // error). `positional` names the option a bare argument fills.
+  int Parse(const boost::program_options::options_description& desc,
+            const std::vector<std::string>& args, boost::program_options::variables_map& vm,
+            const std::string& verb, const char* positional = nullptr);
+  Dirs dirs() const { return ResolveDirs(run_dir_, state_dir_); }
+  // 0 when the caller may manage caches in these directories, else prints
+  // why and returns the refusal code.
+  int RequireRoot(const std::string& verb) const;
+
+ private:
+  std::string run_dir_, state_dir_;
+};
+
+}  // namespace cachectl

@@ -1,0 +1,44 @@
+// The control protocol between cachectl and a cache's daemon, version 1.
+// One request per connection, a line: "cachectl/1 COMMAND [ARG...]".
+// The daemon answers with lines:
+//   "progress LEFT TOTAL"   (flush, detach, set --mode: dirty lines left)
+//   "data KEY=VALUE"        (stats)
+// and last "ok" or "error CODE MESSAGE", CODE being the exit code the CLI
+// should return. The socket is 0600; state-changing commands also check
+// the caller's credentials.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "cachecore/status.h"
+
+namespace cachectl {
+
+constexpr char kProtocolTag[] = "cachectl/1";
+
+// Exit codes, documented in docs/usage.md.
+constexpr int kExitIoFailure = 1;
+constexpr int kExitNotFound = 3;
+constexpr int kExitRefused = 4;
+
+struct ControlReply {
+  int exit_code = 0;                // 0 when the daemon said "ok"
+  std::string message;              // its error message otherwise
+  std::vector<std::string> data;    // KEY=VALUE lines
+};
+
+// Sends `command` to the daemon behind `socket`. Progress lines go to
+// `on_progress` as they arrive. kNotFound when no daemon answers there.
+cachecore::Result<ControlReply> SendControl(
+    const std::string& socket, const std::string& command,
+    const std::function<void(uint64_t left, uint64_t total)>& on_progress = {});
+
+// Reads one '\n'-terminated line (without it); false at EOF or error.
+bool ReadLine(int fd, std::string* line);
+
+// The exit code for a Status from the engine or the system.
+int ExitCodeOf(const cachecore::Status& status);
+
+}  // namespace cachectl

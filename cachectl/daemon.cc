@@ -1,0 +1,337 @@
+#include "daemon.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstdio>
+#include <ctime>
+#include <mutex>
+#include <thread>
+
+#include "cachecore/aio_device.h"
+#include "control.h"
+#include "shim/engine_backend.h"
+#include "shim/socket_io.h"
+
+namespace cachectl {
+
+using namespace cachecore;
+
+namespace {
+
+void Log(const char* level, const std::string& msg) {
+  char when[32];
+  std::time_t now = std::time(nullptr);
+  std::strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", std::gmtime(&now));
+  std::fprintf(stderr, "%s %s %s\n", when, level, msg.c_str());
+  std::fflush(stderr);
+}
+
+// The running daemon's parts, and how it is asked to stop.
+struct Daemon {
+  DaemonSpec spec;
+  std::unique_ptr<BlockDevice> origin, cache;
+  std::unique_ptr<MetadataStore> store;
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<shim::EngineBackend> backend;
+  std::unique_ptr<shim::NbdServer> nbd;
+  int control_fd = -1;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stop_requested = false;
+  bool detach = false;
+  bool stopped = false;
+  Status stop_status;
+};
+
+Status Open(Daemon& d) {
+  auto origin = OpenAioDevice(d.spec.origin);
+  if (!origin.ok()) return origin.status();
+  auto cache = OpenAioDevice(d.spec.cache);
+  if (!cache.ok()) return cache.status();
+  d.origin = std::move(origin.value());
+  d.cache = std::move(cache.value());
+  MetadataOptions mo;
+  mo.create_if_missing = d.spec.create;
+  auto store = MetadataStore::Open(d.spec.dirs.Metadata(d.spec.name), mo);
+  if (!store.ok()) return store.status();
+  d.store = std::move(store.value());
+  EngineDevices devices{d.origin.get(), d.cache.get(), d.store.get()};
+  auto engine = d.spec.create ? Engine::Create(devices, d.spec.engine, d.spec.force)
+                              : Engine::Open(devices, d.spec.engine);
+  if (!engine.ok()) return engine.status();
+  d.engine = std::move(engine.value());
+  d.backend = std::make_unique<shim::EngineBackend>(d.engine.get());
+  shim::NbdServerOptions o;
+  o.export_name = d.spec.name;
+  o.unix_path = d.spec.dirs.NbdSocket(d.spec.name);
+  o.tcp_address = d.spec.tcp_address;
+  auto nbd = shim::NbdServer::Start(d.backend.get(), o);
+  if (!nbd.ok()) return nbd.status();
+  d.nbd = std::move(nbd.value());
+  return Status::Ok();
+}
+
+// Clears sockets a dead daemon left; refuses when a live one answers.
+Status ClaimRunDir(const Dirs& dirs, const std::string& name) {
+  CACHECORE_RETURN_IF_ERROR(MakeDirs(dirs.RunDir(name), 0700));
+  Result<int> fd = shim::ConnectUnix(dirs.ControlSocket(name));
+  if (fd.ok()) {
+    close(fd.value());
+    return Status::Busy("cache " + name + " is already running");
+  }
+  unlink(dirs.ControlSocket(name).c_str());
+  unlink(dirs.NbdSocket(name).c_str());
+  return Status::Ok();
+}
+
+void Report(int fd, const Status& s) {
+  std::string line = s.ok() ? "ok\n"
+                            : "error " + std::to_string(ExitCodeOf(s)) + " " + s.message() + "\n";
+  (void)shim::WriteFull(fd, line.data(), line.size());
+}
+
+void RequestStop(Daemon& d, bool detach) {
+  std::lock_guard lock(d.mu);
+  d.stop_requested = true;
+  d.detach = d.detach || detach;
+  d.cv.notify_all();
+}
+
+Status WaitStopped(Daemon& d) {
+  std::unique_lock lock(d.mu);
+  d.cv.wait(lock, [&] { return d.stopped; });
+  return d.stop_status;
+}
+
+void SendLine(int fd, const std::string& line) {
+  std::string l = line + "\n";
+  (void)shim::WriteFull(fd, l.data(), l.size());
+}
+
+void SendStats(int fd, Daemon& d) {
+  StatsSnapshot s = d.engine->stats();
+  auto kv = [&](const std::string& k, const std::string& v) { SendLine(fd, "data " + k + "=" + v); };
+  auto num = [&](const std::string& k, uint64_t v) { kv(k, std::to_string(v)); };
+  auto ratio = [&](const std::string& k, double v) {
+    char b[32];
+    std::snprintf(b, sizeof(b), "%.4f", v);
+    kv(k, b);
+  };
+  kv("state", s.failed ? "failed" : "running");
+  kv("mode", CacheModeName(d.engine->mode()));
+  num("line_size", d.engine->line_size());
+  num("capacity_lines", s.capacity_lines);
+  num("occupancy_lines", s.occupancy_lines);
+  num("dirty_lines", s.dirty_lines);
+  num("clean_lines", s.clean_lines);
+  num("read_hits", s.read_hits);
+  num("read_misses", s.read_misses);
+  num("write_hits", s.write_hits);
+  num("write_misses", s.write_misses);
+  ratio("read_hit_ratio", s.read_hit_ratio());
+  ratio("hit_ratio", s.hit_ratio());
+  num("promotions", s.promotions);
+  num("bypassed", s.bypassed);
+  num("evictions", s.evictions);
+  num("cleaner_writes", s.cleaner_writes);
+  const ErrorCounts& e = s.errors;
+  num("errors.cache_read", e.cache_read);
+  num("errors.cache_write", e.cache_write);
+  num("errors.cache_flush", e.cache_flush);
+  num("errors.origin_read", e.origin_read);
+  num("errors.origin_write", e.origin_write);
+  num("errors.origin_flush", e.origin_flush);
+  num("errors.metadata", e.metadata);
+  num("errors.checksum_repaired", e.checksum_repaired);
+  num("errors.checksum_failed", e.checksum_failed);
+}
+
+bool CallerMayChange(int fd) {
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return false;
+  return cred.uid == 0 || cred.uid == geteuid();
+}
+
+void HandleCommand(Daemon& d, int fd, const std::string& line) {
+  std::string prefix = std::string(kProtocolTag) + " ";
+  if (line.rfind(prefix, 0) != 0) {
+    SendLine(fd, "error 2 unsupported protocol (this daemon speaks " + std::string(kProtocolTag) + ")");
+    return;
+  }
+  std::string cmd = line.substr(prefix.size());
+  auto progress = [fd](uint64_t left, uint64_t total) {
+    SendLine(fd, "progress " + std::to_string(left) + " " + std::to_string(total));
+  };
+  auto finish = [fd](const Status& s) {
+    SendLine(fd, s.ok() ? "ok" : "error " + std::to_string(ExitCodeOf(s)) + " " + s.message());
+  };
+  if (cmd == "stats" || cmd == "stats reset") {
+    SendStats(fd, d);
+    if (cmd == "stats reset") d.engine->ResetStats();
+    return finish(Status::Ok());
+  }
+  if (!CallerMayChange(fd)) return finish(Status::Busy("permission denied: run as root"));
+  if (cmd == "flush") return finish(d.engine->Flush(progress));
+  if (cmd.rfind("set mode ", 0) == 0) {
+    Result<CacheMode> m = ParseCacheMode(cmd.substr(9));
+    if (!m.ok()) return finish(m.status());
+    Log("info", "mode -> " + cmd.substr(9));
+    return finish(d.engine->SetMode(m.value(), progress));
+  }
+  if (cmd.rfind("set seq_cutoff ", 0) == 0) {
+    Result<uint64_t> n = ParseSize(cmd.substr(15));
+    if (!n.ok()) return finish(n.status());
+    return finish(d.engine->SetSequentialCutoff(n.value()));
+  }
+  if (cmd == "stop" || cmd == "detach") {
+    bool detach = cmd == "detach";
+    if (detach) {
+      Status f = d.engine->Flush(progress);  // with progress, while still serving
+      if (!f.ok()) return finish(f);
+    }
+    RequestStop(d, detach);
+    return finish(WaitStopped(d));
+  }
+  finish(Status::InvalidArgument("unknown control command '" + cmd + "'"));
+}
+
+void ControlLoop(Daemon& d) {
+  while (true) {
+    int fd = accept4(d.control_fd, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EINTR) continue;
+      return;  // closed at shutdown
+    }
+    // One thread per request: stats never waits behind a flush.
+    std::thread([&d, fd] {
+      std::string line;
+      if (ReadLine(fd, &line)) HandleCommand(d, fd, line);
+      close(fd);
+    }).detach();
+  }
+}
+
+void SignalLoop(Daemon& d) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  int sig = 0;
+  sigwait(&set, &sig);
+  Log("info", std::string("signal ") + (sig == SIGTERM ? "TERM" : "INT") + ": stopping");
+  RequestStop(d, false);
+}
+
+// Runs in the daemon process; never returns.
+[[noreturn]] void RunDaemon(const DaemonSpec& spec, int ready_fd) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);  // SignalLoop takes them
+  signal(SIGPIPE, SIG_IGN);
+  signal(SIGHUP, SIG_IGN);
+  Daemon d;
+  d.spec = spec;
+  Status s = ClaimRunDir(spec.dirs, spec.name);
+  if (s.ok()) s = Open(d);
+  if (s.ok()) {
+    Result<int> fd = shim::ListenUnix(spec.dirs.ControlSocket(spec.name), 0600);
+    s = fd.status();
+    if (fd.ok()) d.control_fd = fd.value();
+  }
+  if (!s.ok()) {
+    Log("error", s.ToString());
+    if (d.nbd) d.nbd->Stop();
+    d.engine.reset();
+    Report(ready_fd, s);
+    _exit(1);
+  }
+  FILE* pid = std::fopen((spec.dirs.RunDir(spec.name) + "/pid").c_str(), "w");
+  if (pid) {
+    std::fprintf(pid, "%d\n", getpid());
+    std::fclose(pid);
+  }
+  Log("info", "serving " + spec.name + " (" + CacheModeName(d.engine->mode()) + ") on " +
+                  spec.dirs.NbdSocket(spec.name));
+  Report(ready_fd, Status::Ok());
+  close(ready_fd);
+
+  std::thread(ControlLoop, std::ref(d)).detach();
+  std::thread(SignalLoop, std::ref(d)).detach();
+  std::unique_lock lock(d.mu);
+  d.cv.wait(lock, [&] { return d.stop_requested; });
+  bool detach = d.detach;
+  lock.unlock();
+
+  d.nbd->Stop();
+  Status done = detach ? d.engine->Detach() : d.engine->Shutdown();
+  Log(done.ok() ? "info" : "error", std::string(detach ? "detach" : "stop") + ": " + done.ToString());
+  // Close everything (the store's lock above all) before answering, so a
+  // 'cachectl start' right after the answer finds it free.
+  d.engine.reset();
+  d.store.reset();
+  d.cache.reset();
+  d.origin.reset();
+  shutdown(d.control_fd, SHUT_RDWR);
+  unlink(spec.dirs.ControlSocket(spec.name).c_str());
+  unlink((spec.dirs.RunDir(spec.name) + "/pid").c_str());
+  rmdir(spec.dirs.RunDir(spec.name).c_str());
+  lock.lock();
+  d.stopped = true;
+  d.stop_status = done;
+  d.cv.notify_all();
+  lock.unlock();
+  // Let the control thread send its answer before the process goes.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  _exit(done.ok() ? 0 : 1);
+}
+
+}  // namespace
+
+Status LaunchDaemon(const DaemonSpec& spec) {
+  CACHECORE_RETURN_IF_ERROR(MakeDirs(spec.dirs.StateDir(spec.name), 0700));
+  int pipefd[2];
+  if (pipe2(pipefd, O_CLOEXEC) != 0) return Status::IoError("pipe");
+  pid_t child = fork();
+  if (child < 0) return Status::IoError("fork failed");
+  if (child == 0) {
+    close(pipefd[0]);
+    setsid();
+    if (fork() != 0) _exit(0);  // the daemon is the grandchild: no terminal, ever
+    int null = open("/dev/null", O_RDWR);
+    int log = open(spec.dirs.LogFile(spec.name).c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    dup2(null, 0);
+    dup2(null, 1);
+    dup2(log >= 0 ? log : null, 2);
+    if (chdir("/") != 0) _exit(1);
+    RunDaemon(spec, pipefd[1]);
+  }
+  close(pipefd[1]);
+  waitpid(child, nullptr, 0);
+  std::string line;
+  bool got = ReadLine(pipefd[0], &line);
+  close(pipefd[0]);
+  if (!got) return Status::IoError("the daemon died while starting; see " + spec.dirs.LogFile(spec.name));
+  if (line == "ok") return Status::Ok();
+  // "error CODE MESSAGE": keep the message, map the code back.
+  char* end = nullptr;
+  long code = std::strtol(line.c_str() + 6, &end, 10);
+  std::string msg = *end == ' ' ? std::string(end + 1) : line;
+  switch (code) {
+    case kExitNotFound: return Status::NotFound(msg);
+    case kExitRefused: return Status::Busy(msg);
+    case 2: return Status::InvalidArgument(msg);
+    default: return Status::IoError(msg);
+  }
+}
+
+}  // namespace cachectl

@@ -1,0 +1,160 @@
+// stats and list: what a cache is doing, as a table, JSON or CSV.
+#include <unistd.h>
+
+#include <boost/program_options.hpp>
+#include <chrono>
+#include <cstdio>
+#include <thread>
+
+#include "cli_common.h"
+#include "commands.h"
+#include "control.h"
+
+namespace cachectl {
+
+namespace po = boost::program_options;
+using namespace cachecore;
+
+namespace {
+
+using Fields = std::vector<std::pair<std::string, std::string>>;
+
+bool IsNumber(const std::string& v) {
+  return !v.empty() && v.find_first_not_of("0123456789.") == std::string::npos;
+}
+
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) continue;
+    out += c;
+  }
+  return out + "\"";
+}
+
+// "errors.cache_read" and friends become one nested "errors" object.
+std::string ToJson(const Fields& f) {
+  std::string out = "{", errors;
+  for (const auto& [k, v] : f) {
+    std::string value = IsNumber(v) ? v : JsonString(v);
+    if (k.rfind("errors.", 0) == 0) {
+      errors += (errors.empty() ? "" : ", ") + JsonString(k.substr(7)) + ": " + value;
+      continue;
+    }
+    out += (out.size() > 1 ? ", " : "") + JsonString(k) + ": " + value;
+  }
+  if (!errors.empty()) out += ", \"errors\": {" + errors + "}";
+  return out + "}";
+}
+
+std::string CsvHeader(const Fields& f) {
+  std::string out;
+  for (const auto& kv : f) out += (out.empty() ? "" : ",") + kv.first;
+  return out;
+}
+
+std::string CsvRow(const Fields& f) {
+  std::string out;
+  for (const auto& kv : f) out += (out.empty() ? "" : ",") + kv.second;
+  return out;
+}
+
+void PrintTable(const Fields& f) {
+  for (const auto& [k, v] : f) std::printf("%-26s %s\n", k.c_str(), v.c_str());
+}
+
+// The fields of one cache: from its daemon when it runs, else from its
+// saved configuration.
+Fields Describe(const Dirs& dirs, const std::string& name, bool reset, bool* running) {
+  Fields f{{"name", name}};
+  Result<CacheConfig> config = LoadConfig(dirs.ConfigFile(name));
+  auto reply = SendControl(dirs.ControlSocket(name), reset ? "stats reset" : "stats");
+  *running = reply.ok() && reply->exit_code == 0;
+  if (!*running) f.push_back({"state", "stopped"});
+  for (const std::string& kv : *running ? reply->data : std::vector<std::string>{}) {
+    size_t eq = kv.find('=');
+    f.push_back({kv.substr(0, eq), kv.substr(eq + 1)});
+  }
+  if (config.ok()) {
+    f.push_back({"origin", config.value()["origin"]});
+    f.push_back({"cache", config.value()["cache"]});
+  }
+  f.push_back({"nbd_socket", *running ? dirs.NbdSocket(name) : ""});
+  return f;
+}
+
+}  // namespace
+
+int RunStats(const std::vector<std::string>& args) {
+  std::string name;
+  double watch = 0;
+  CommonOptions common;
+  po::options_description desc = common.Describe(
+      "cachectl stats NAME [--json | --csv] [--watch SECONDS] [--reset]\n\nexample: cachectl stats data --json");
+  desc.add_options()
+      ("name", po::value(&name)->required(), "cache name")
+      ("json", "one JSON object")
+      ("csv", "a header line and a row")
+      ("watch", po::value(&watch), "print again every SECONDS until interrupted")
+      ("reset", "zero the counters after printing them");
+  po::variables_map vm;
+  if (int rc = common.Parse(desc, args, vm, "stats", "name"); rc >= 0) return rc;
+  if (vm.count("json") && vm.count("csv")) return Fail(2, "stats: --json and --csv exclude each other");
+  if (vm.count("watch") && !(watch > 0)) return Fail(2, "stats: --watch needs a positive number of seconds");
+  Dirs dirs = common.dirs();
+  if (access(dirs.ConfigFile(name).c_str(), F_OK) != 0) {
+    return Fail(kExitNotFound, "stats: no cache named '" + name + "'");
+  }
+  for (bool first = true;; first = false) {
+    bool running = false;
+    Fields f = Describe(dirs, name, vm.count("reset") > 0, &running);
+    if (vm.count("json")) std::printf("%s\n", ToJson(f).c_str());
+    else if (vm.count("csv")) std::printf("%s%s\n", first ? (CsvHeader(f) + "\n").c_str() : "", CsvRow(f).c_str());
+    else PrintTable(f);
+    std::fflush(stdout);
+    if (!vm.count("watch")) return 0;
+    std::this_thread::sleep_for(std::chrono::duration<double>(watch));
+    if (!vm.count("json") && !vm.count("csv")) std::printf("\n");
+  }
+}
+
+int RunList(const std::vector<std::string>& args) {
+  CommonOptions common;
+  po::options_description desc = common.Describe("cachectl list [--json | --csv]\n\nexample: cachectl list");
+  desc.add_options()("json", "a JSON array")("csv", "a header line and a row per cache");
+  po::variables_map vm;
+  if (int rc = common.Parse(desc, args, vm, "list"); rc >= 0) return rc;
+  Dirs dirs = common.dirs();
+  static const char* kColumns[] = {"name", "state", "mode", "origin", "cache", "dirty_lines", "hit_ratio"};
+  std::vector<Fields> rows;
+  for (const std::string& name : ListCaches(dirs)) {
+    bool running = false;
+    Fields all = Describe(dirs, name, false, &running);
+    Fields row;
+    for (const char* c : kColumns) {
+      std::string v;
+      for (const auto& kv : all) if (kv.first == c) v = kv.second;
+      row.push_back({c, v});
+    }
+    rows.push_back(row);
+  }
+  if (vm.count("json")) {
+    std::printf("[");
+    for (size_t i = 0; i < rows.size(); ++i) std::printf("%s%s", i ? ", " : "", ToJson(rows[i]).c_str());
+    std::printf("]\n");
+  } else if (vm.count("csv")) {
+    std::printf("name,state,mode,origin,cache,dirty_lines,hit_ratio\n");
+    for (const Fields& r : rows) std::printf("%s\n", CsvRow(r).c_str());
+  } else {
+    std::printf("%-16s %-8s %-12s %-6s %-8s %s -> %s\n", "NAME", "STATE", "MODE", "DIRTY", "HIT", "ORIGIN", "CACHE");
+    for (const Fields& r : rows) {
+      std::printf("%-16s %-8s %-12s %-6s %-8s %s -> %s\n", r[0].second.c_str(), r[1].second.c_str(),
+                  r[2].second.c_str(), r[5].second.c_str(), r[6].second.c_str(), r[3].second.c_str(),
+                  r[4].second.c_str());
+    }
+  }
+  return 0;
+}
+
+}  // namespace cachectl

@@ -21,15 +21,32 @@ using namespace cachecore;
 
 namespace {
 
-// "a device that does not exist", "the same device twice": caught here,
-// before anything is opened for writing.
-Status CheckDevicePair(const std::string& origin, const std::string& cache) {
+bool SameDevice(const struct stat& a, const struct stat& b) {
+  if (S_ISBLK(a.st_mode) && S_ISBLK(b.st_mode)) return a.st_rdev == b.st_rdev;
+  return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
+}
+
+// "a device that does not exist", "the same device twice", "a device in
+// use by another cache": caught here, before anything is opened for writing.
+Status CheckDevices(const Dirs& dirs, const std::string& origin, const std::string& cache) {
   struct stat so {}, sc {};
   if (stat(origin.c_str(), &so) != 0) return Status::NotFound("origin " + origin + " does not exist");
   if (stat(cache.c_str(), &sc) != 0) return Status::NotFound("cache " + cache + " does not exist");
-  bool same = S_ISBLK(so.st_mode) && S_ISBLK(sc.st_mode) ? so.st_rdev == sc.st_rdev
-                                                         : so.st_dev == sc.st_dev && so.st_ino == sc.st_ino;
-  if (same) return Status::InvalidArgument("origin and cache are the same device (" + origin + ")");
+  if (SameDevice(so, sc)) return Status::InvalidArgument("origin and cache are the same device (" + origin + ")");
+  for (const std::string& other : ListCaches(dirs)) {
+    Result<CacheConfig> c = LoadConfig(dirs.ConfigFile(other));
+    if (!c.ok()) continue;
+    for (const char* role : {"origin", "cache"}) {
+      struct stat st {};
+      if (stat(c.value()[role].c_str(), &st) != 0) continue;
+      for (auto [path, mine] : {std::pair{&origin, &so}, std::pair{&cache, &sc}}) {
+        if (SameDevice(st, *mine)) {
+          return Status::Busy(*path + " is in use by cache '" + other + "' (its " + role +
+                              "); detach that cache first");
+        }
+      }
+    }
+  }
   return Status::Ok();
 }
 
@@ -77,8 +94,8 @@ int Attach(const std::vector<std::string>& args) {
   if (access(dirs.ConfigFile(name).c_str(), F_OK) == 0) {
     return Fail(kExitRefused, "attach: a cache named '" + name + "' exists already");
   }
-  Status pair = CheckDevicePair(origin, cache);
-  if (!pair.ok()) return Fail(ExitCodeOf(pair), "attach: " + pair.message());
+  Status devices = CheckDevices(dirs, origin, cache);
+  if (!devices.ok()) return Fail(ExitCodeOf(devices), "attach: " + devices.message());
   DaemonSpec spec;
   spec.name = name;
   spec.dirs = dirs;

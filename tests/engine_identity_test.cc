@@ -137,6 +137,17 @@ TEST_F(IdentityTest, FormattingOverACacheNeedsForceAndNeverDropsDirtyData) {
   EXPECT_TRUE(HasPattern(*clean.value(), 0, 256 * 1024, 1));  // from the origin now
 }
 
+TEST_F(IdentityTest, ForceNeverDropsAnotherCachesDirtyData) {
+  // The cache device holds dirty data of a cache whose store is elsewhere.
+  auto other_store = OpenStore("other");
+  uint32_t before = DeviceDigest(*cache_);
+  auto e = Engine::Create({origin_.get(), cache_.get(), other_store.get()}, EngineConfig{}, true);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), StatusCode::kBusy);
+  EXPECT_NE(e.status().message().find("has dirty data"), std::string::npos) << e.status().message();
+  EXPECT_EQ(DeviceDigest(*cache_), before);
+}
+
 TEST_F(IdentityTest, BadGeometryIsRefused) {
   auto fresh_store = OpenStore("fresh");
   auto small = NewMemoryDevice(kDataOffset + 64 * 1024, "small");

@@ -55,6 +55,18 @@ Status CheckSafeToFormat(const EngineDevices& d, bool force) {
     return Status::Busy(d.cache->identity() + " holds a damaged cachectl superblock (" +
                         old.status().message() + "); use --force to replace it");
   }
+  if (old.ok() && force) {
+    // --force may replace a cache whose data is all on its origin; what
+    // else it holds is known only to that cache's own metadata store.
+    bool own_store = stored.ok() && stored->uuid == old->identity.uuid;
+    if (!own_store && (!old->clean_shutdown || old->dirty_at_shutdown)) {
+      return Status::Busy(d.cache->identity() + " holds cache " + UuidToString(old->identity.uuid) +
+                          " of origin " + old->identity.origin_identity + ", which " +
+                          (old->dirty_at_shutdown ? "has dirty data"
+                                                  : "was not shut down cleanly and may have dirty data") +
+                          "; start it and detach it first (--force never drops dirty data)");
+    }
+  }
   if (stored.ok() && !force) {
     return Status::Busy("the metadata store already describes cache " +
                         UuidToString(stored->uuid) + "; use --force to replace it");
@@ -113,6 +125,7 @@ Status Engine::Impl::WriteSuperblock(bool clean_shutdown) {
   Superblock sb;
   sb.identity = identity;
   sb.clean_shutdown = clean_shutdown;
+  sb.dirty_at_shutdown = stats.dirty_lines.load() > 0;
   AlignedBuffer buf(kSuperblockSize);
   EncodeSuperblock(sb, buf.data());
   CACHECORE_RETURN_IF_ERROR(dev.cache->Write(0, buf.data(), kSuperblockSize));

@@ -73,7 +73,7 @@ void EncodeSuperblock(const Superblock& sb, uint8_t* out) {
   std::memset(out, 0, kSuperblockSize);
   std::memcpy(out, kMagic, 8);
   Put32(out + 8, sb.identity.format_version);
-  Put32(out + 12, sb.clean_shutdown ? 1u : 0u);
+  Put32(out + 12, (sb.clean_shutdown ? 1u : 0u) | (sb.dirty_at_shutdown ? 2u : 0u));
   std::memcpy(out + 16, sb.identity.uuid.data(), 16);
   Put64(out + 32, sb.identity.origin_size);
   Put32(out + 40, sb.identity.line_size);
@@ -99,6 +99,7 @@ Result<Superblock> DecodeSuperblock(const uint8_t* in) {
                               std::to_string(kFormatVersion) + " is)");
   }
   sb.clean_shutdown = (Get32(in + 12) & 1) != 0;
+  sb.dirty_at_shutdown = (Get32(in + 12) & 2) != 0;
   std::memcpy(sb.identity.uuid.data(), in + 16, 16);
   sb.identity.origin_size = Get64(in + 32);
   sb.identity.line_size = Get32(in + 40);

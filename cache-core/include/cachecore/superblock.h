@@ -6,7 +6,7 @@
 // Layout (little-endian), 4096 bytes at offset 0:
 //   0   char[8]  magic "CACHECTL"
 //   8   u32      format version (kFormatVersion)
-//   12  u32      flags (bit 0: clean shutdown)
+//   12  u32      flags (bit 0: clean shutdown; bit 1: dirty data at shutdown)
 //   16  u8[16]   cache UUID
 //   32  u64      origin size in bytes
 //   40  u32      line size in bytes
@@ -52,6 +52,7 @@ std::string DescribeIdentityDifference(const CacheIdentity& expected, const Cach
 struct Superblock {
   CacheIdentity identity;
   bool clean_shutdown = false;
+  bool dirty_at_shutdown = false;  // only the cache holds some data
   uint64_t data_offset = kDataOffset;
 };
 

@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# cachectl end to end: the daemon and every command, on sparse files, with
+# the cached volume used through its NBD socket by qemu-io and nbdinfo.
+# Bad input: the exit code and the one-line message are asserted, and
+# neither device changes. A kill -9 of the daemon loses no flushed write.
+# Usage: daemon_test.sh PATH/TO/cachectl
+set -u
+C=$1
+for tool in qemu-io nbdinfo setpriv; do
+  command -v $tool >/dev/null || { echo "FAIL: $tool is not installed (run scripts/setup.sh)"; exit 1; }
+done
+W=$(mktemp -d)
+export CACHECTL_RUN_DIR=$W/run CACHECTL_STATE_DIR=$W/state
+failures=0
+cleanup() {
+  for p in "$W"/run/*/pid; do [ -f "$p" ] && kill -9 "$(cat "$p")" 2>/dev/null; done
+  rm -rf "$W"
+}
+trap cleanup EXIT
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+# Any write to an image changes its modification time (nanoseconds).
+digest() { stat -c '%n %s %y' "$@" | tr '\n' ' '; }
+
+# expect CODE PATTERN -- ARGS: exit code, one line on stderr matching PATTERN,
+# and no change to any image file.
+expect() {
+  local code=$1 pattern=$2
+  shift 3
+  local before after
+  before=$(digest "$W"/*.img)
+  "$C" "$@" >"$W/out" 2>"$W/err"
+  local rc=$?
+  after=$(digest "$W"/*.img)
+  [ "$rc" -eq "$code" ] || fail "cachectl $*: exit $rc, wanted $code ($(cat "$W/err"))"
+  if [ "$code" -ne 0 ]; then
+    [ "$(wc -l <"$W/err")" -eq 1 ] || fail "cachectl $*: wanted one line on stderr: $(cat "$W/err")"
+    grep -q -- "$pattern" "$W/err" || fail "cachectl $*: '$(cat "$W/err")' lacks '$pattern'"
+    [ "$before" = "$after" ] || fail "cachectl $*: a device changed"
+  fi
+}
+nbd() { echo "nbd:unix:$W/run/$1/nbd"; }
+io() { qemu-io -f raw "$(nbd "$1")" "${@:2}" >"$W/io" 2>&1 || fail "qemu-io $*: $(cat "$W/io")"; \
+       ! grep -q "verification failed\|error" "$W/io" || fail "qemu-io $*: $(cat "$W/io")"; }
+
+truncate -s 256M "$W/origin.img" "$W/origin2.img" "$W/origin3.img"
+truncate -s 64M "$W/ssd.img" "$W/ssd2.img"
+truncate -s 1M "$W/tiny.img"
+# Known data on the origin before the cache comes.
+qemu-io -f raw "$W/origin.img" -c 'write -P 0x42 0 4M' >/dev/null
+
+echo "== bad input before any cache exists"
+expect 3 "origin $W/none.img does not exist" -- attach --origin "$W/none.img" --cache "$W/ssd.img"
+expect 2 "same device" -- attach --origin "$W/origin.img" --cache "$W/origin.img"
+expect 2 "too small" -- attach --origin "$W/origin.img" --cache "$W/tiny.img"
+expect 2 "unknown cache mode 'fast'" -- attach --origin "$W/origin.img" --cache "$W/ssd.img" --mode fast
+expect 2 "unknown size suffix" -- attach --origin "$W/origin.img" --cache "$W/ssd.img" --line-size 64Q
+expect 2 "not a power of two" -- attach --origin "$W/origin.img" --cache "$W/ssd.img" --line-size 3K
+expect 2 "not a valid cache name" -- attach --origin "$W/origin.img" --cache "$W/ssd.img" --name ../x
+expect 2 "the option '--origin' is required" -- attach --cache "$W/ssd.img"
+expect 3 "no cache named 'nope'" -- stats nope
+expect 3 "no cache named 'nope'" -- flush nope
+expect 3 "no cache named 'nope'" -- detach nope
+expect 3 "no cache named 'nope'" -- start nope
+[ -z "$(ls "$W/state" 2>/dev/null)" ] || fail "a refused attach left state behind: $(ls "$W/state")"
+# Not root, default directories: refused.
+out=$(setpriv --reuid=65534 --regid=65534 --clear-groups env -u CACHECTL_RUN_DIR -u CACHECTL_STATE_DIR \
+      "$C" attach --origin "$W/origin.img" --cache "$W/ssd.img" 2>&1)
+rc=$?
+[ $rc -eq 4 ] && echo "$out" | grep -q "permission denied" || fail "non-root attach: exit $rc: $out"
+
+echo "== attach, use, stats"
+expect 0 "" -- attach --origin "$W/origin.img" --cache "$W/ssd.img" --name vol --mode writeback
+grep -q "write-back: written data lives only on the cache" "$W/out" || fail "attach did not warn about write-back"
+[ "$(stat -c %a "$W/run/vol/control")" = 600 ] || fail "control socket is not 0600"
+nbdinfo "nbd+unix:///vol?socket=$W/run/vol/nbd" | grep -q "export-size: 268435456" || fail "nbdinfo: wrong size"
+io vol -c 'read -P 0x42 0 4M'                      # the origin's data, through the cache
+io vol -c 'read -P 0x42 0 1M' -c 'read -P 0x42 0 1M'
+io vol -c 'write -P 0x17 8M 2M' -c 'flush' -c 'read -P 0x17 8M 2M'
+expect 0 "" -- stats vol --json
+for key in '"name": "vol"' '"state": "running"' '"mode": "writeback"' '"line_size": 65536' \
+           '"capacity_lines"' '"occupancy_lines"' '"dirty_lines"' '"read_hits"' '"read_misses"' \
+           '"write_hits"' '"write_misses"' '"read_hit_ratio"' '"hit_ratio"' '"bypassed"' \
+           '"evictions"' '"cleaner_writes"' '"errors": {"cache_read": 0'; do
+  grep -q "$key" "$W/out" || fail "stats --json lacks $key: $(cat "$W/out")"
+done
+grep -q '"read_hits": 0,' "$W/out" && fail "no read hits after reading the same data twice"
+expect 0 "" -- stats vol --csv
+[ "$(head -1 "$W/out" | cut -d, -f1-3)" = "name,state,mode" ] || fail "stats --csv header: $(head -1 "$W/out")"
+expect 0 "" -- list --json
+grep -q '"name": "vol", "state": "running", "mode": "writeback"' "$W/out" || fail "list --json: $(cat "$W/out")"
+expect 0 "" -- list --csv
+[ "$(head -1 "$W/out")" = "name,state,mode,origin,cache,dirty_lines,hit_ratio" ] || fail "list --csv header"
+
+echo "== bad input while a cache runs"
+expect 4 "a cache named 'vol' exists already" -- attach --origin "$W/origin2.img" --cache "$W/ssd2.img" --name vol
+expect 4 "is in use by cache 'vol'" -- attach --origin "$W/origin2.img" --cache "$W/ssd.img" --name other
+expect 4 "is in use by cache 'vol'" -- attach --origin "$W/origin.img" --cache "$W/ssd2.img" --name other
+expect 2 "unknown cache mode" -- set vol --mode sideways
+
+echo "== flush, mode switch, stop and start warm"
+expect 0 "" -- flush vol
+grep -q "flush: 100%, 0 dirty lines left" "$W/out" || fail "flush progress: $(cat "$W/out")"
+expect 0 "" -- set vol --mode wt --seq-cutoff 4M
+expect 0 "" -- stats vol --json
+grep -q '"mode": "writethrough"' "$W/out" || fail "set --mode did not take"
+expect 0 "" -- set vol --mode writeback
+io vol -c 'write -P 0x23 16M 1M'                   # dirty, not flushed by the client
+expect 0 "" -- stop vol
+expect 0 "" -- list --csv
+grep -q "^vol,stopped" "$W/out" || fail "list after stop: $(cat "$W/out")"
+expect 0 "" -- start vol
+expect 0 "" -- stats vol --json
+grep -q '"dirty_lines": 0,' "$W/out" && fail "dirty lines did not survive stop/start"
+io vol -c 'read -P 0x23 16M 1M' -c 'read -P 0x17 8M 2M' -c 'read -P 0x42 0 4M'
+
+echo "== kill -9 loses no flushed write"
+io vol -c 'write -P 0x61 32M 4M' -c 'flush'
+(qemu-io -f raw "$(nbd vol)" -c 'write -P 0x62 40M 16M' >/dev/null 2>&1 &)
+sleep 0.3
+kill -9 "$(cat "$W/run/vol/pid")"
+sleep 0.3
+expect 3 "is not running" -- flush vol
+expect 0 "" -- stats vol
+grep -q "state *stopped" "$W/out" || fail "stats of a dead daemon: $(cat "$W/out")"
+expect 0 "" -- start vol                           # clears the stale sockets
+io vol -c 'read -P 0x61 32M 4M' -c 'read -P 0x23 16M 1M' -c 'read -P 0x42 0 4M'
+
+echo "== a cache device with another cache's dirty data"
+expect 0 "" -- attach --origin "$W/origin2.img" --cache "$W/ssd2.img" --name two --mode wb
+io two -c 'write -P 0x77 0 256k'                  # under the sequential cutoff: cached, dirty
+expect 0 "" -- stop two
+rm -rf "$W/state/two"                               # its metadata is gone; its SSD is not
+expect 4 "already holds cachectl cache" -- attach --origin "$W/origin3.img" --cache "$W/ssd2.img" --name three
+expect 4 "has dirty data" -- attach --origin "$W/origin3.img" --cache "$W/ssd2.img" --name three --force
+
+echo "== detach: the origin alone holds the data"
+expect 0 "" -- detach vol
+grep -q "detached" "$W/out" || fail "detach output: $(cat "$W/out")"
+[ -e "$W/state/vol" ] && fail "detach left state behind"
+qemu-io -f raw "$W/origin.img" -c 'read -P 0x42 0 4M' -c 'read -P 0x17 8M 2M' -c 'read -P 0x23 16M 1M' \
+  -c 'read -P 0x61 32M 4M' 2>&1 | grep -q "verification failed" && fail "the origin lacks flushed data after detach"
+expect 0 "" -- attach --origin "$W/origin.img" --cache "$W/ssd.img" --name again   # the SSD was released
+expect 0 "" -- detach again
+
+if [ "$failures" -ne 0 ]; then
+  echo "$failures failure(s)"
+  exit 1
+fi
+echo "daemon_test: all passed"

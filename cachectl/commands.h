@@ -24,5 +24,6 @@ int RunList(const std::vector<std::string>& args);
 int RunSet(const std::vector<std::string>& args);
 int RunStart(const std::vector<std::string>& args);
 int RunStop(const std::vector<std::string>& args);
+int RunCheck(const std::vector<std::string>& args);
 
 }  // namespace cachectl

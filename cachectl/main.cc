@@ -28,6 +28,7 @@ const Command kCommands[] = {
     {"set", RunSet, "change a running cache's mode or sequential cutoff"},
     {"start", RunStart, "start a cache from its saved metadata (warm)"},
     {"stop", RunStop, "stop serving; the cache stays warm on the SSD"},
+    {"check", RunCheck, "verify a stopped cache's superblock, metadata and data, offline"},
     {"replay", RunReplay, "replay a block trace through the engine and report hit ratios"},
 };
 

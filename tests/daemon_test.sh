@@ -133,6 +133,17 @@ rm -rf "$W/state/two"                               # its metadata is gone; its 
 expect 4 "already holds cachectl cache" -- attach --origin "$W/origin3.img" --cache "$W/ssd2.img" --name three
 expect 4 "has dirty data" -- attach --origin "$W/origin3.img" --cache "$W/ssd2.img" --name three --force
 
+echo "== check, offline"
+expect 4 "is running; stop it first" -- check vol
+expect 0 "" -- stop vol
+expect 0 "" -- check vol
+grep -q "^ok" "$W/out" || fail "check of a healthy cache: $(cat "$W/out")"
+# Damage the first cached block on the SSD (slot data starts at 1 MiB).
+printf 'garbage%.0s' {1..600} | dd of="$W/ssd.img" bs=4096 seek=256 conv=notrunc status=none
+expect 1 "problem(s), listed above" -- check vol
+grep -q "PROBLEM: 1 .* block(s) fail their checksum" "$W/out" || fail "check did not see the damage: $(cat "$W/out")"
+expect 0 "" -- start vol
+
 echo "== detach: the origin alone holds the data"
 expect 0 "" -- detach vol
 grep -q "detached" "$W/out" || fail "detach output: $(cat "$W/out")"

@@ -102,7 +102,8 @@ Result<std::unique_ptr<MetadataStore>> MetadataStore::Open(const std::string& pa
   // failure from doing more damage.
   o.avoid_flush_during_shutdown = true;
   rocksdb::DB* db = nullptr;
-  rocksdb::Status s = rocksdb::DB::Open(o, path, &db);
+  rocksdb::Status s = options.read_only ? rocksdb::DB::OpenForReadOnly(o, path, &db)
+                                        : rocksdb::DB::Open(o, path, &db);
   if (!s.ok()) {
     if (!options.create_if_missing && s.IsInvalidArgument()) {
       return Status::NotFound("no metadata store at " + path);

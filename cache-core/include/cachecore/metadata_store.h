@@ -52,6 +52,7 @@ Result<LineRecord> DecodeLineRecord(const std::string& value);
 
 struct MetadataOptions {
   bool create_if_missing = false;
+  bool read_only = false;       // open without writing anything (cachectl check)
   rocksdb::Env* env = nullptr;  // nullptr: the default Env (tests inject faults here)
 };
 

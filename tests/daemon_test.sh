@@ -125,6 +125,16 @@ grep -q "state *stopped" "$W/out" || fail "stats of a dead daemon: $(cat "$W/out
 expect 0 "" -- start vol                           # clears the stale sockets
 io vol -c 'read -P 0x61 32M 4M' -c 'read -P 0x23 16M 1M' -c 'read -P 0x42 0 4M'
 
+echo "== SIGTERM stops cleanly"
+pid=$(cat "$W/run/vol/pid")
+kill -TERM "$pid"
+for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$pid" 2>/dev/null && fail "the daemon ignored SIGTERM"
+expect 0 "" -- check vol
+grep -q "last shutdown *clean" "$W/out" || fail "SIGTERM did not shut down cleanly: $(cat "$W/out")"
+expect 0 "" -- start vol
+io vol -c 'read -P 0x61 32M 4M'
+
 echo "== a cache device with another cache's dirty data"
 expect 0 "" -- attach --origin "$W/origin2.img" --cache "$W/ssd2.img" --name two --mode wb
 io two -c 'write -P 0x77 0 256k'                  # under the sequential cutoff: cached, dirty

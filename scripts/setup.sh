@@ -10,7 +10,7 @@ packages=(
   librocksdb-dev libaio-dev libboost-program-options-dev libgtest-dev libzstd-dev
   libdevmapper-dev
   # NBD clients the interop tests use
-  libnbd-bin python3-libnbd qemu-utils fio
+  libnbd-bin python3-libnbd qemu-utils fio fuse3 e2fsprogs
 )
 missing=()
 for p in "${packages[@]}"; do

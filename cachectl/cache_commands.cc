@@ -133,8 +133,13 @@ int StartOne(const Dirs& dirs, const std::string& name) {
   spec.tcp_address = config.value()["nbd_tcp"];
   Status s = LaunchDaemon(spec);
   if (!s.ok()) return Fail(ExitCodeOf(s), "start " + name + ": " + s.message());
-  std::printf("started %s (warm, from saved metadata)\n", name.c_str());
-  PrintServing(dirs, name, CacheMode::kWriteThrough);
+  CacheMode mode = CacheMode::kWriteThrough;
+  auto stats = SendControl(dirs.ControlSocket(name), "stats");
+  for (const std::string& kv : stats.ok() ? stats->data : std::vector<std::string>{}) {
+    if (kv.rfind("mode=", 0) == 0 && ParseCacheMode(kv.substr(5)).ok()) mode = ParseCacheMode(kv.substr(5)).value();
+  }
+  std::printf("started %s (%s, warm from saved metadata)\n", name.c_str(), CacheModeName(mode));
+  PrintServing(dirs, name, mode);
   return 0;
 }
 

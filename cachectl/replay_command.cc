@@ -42,7 +42,9 @@ void PrintText(const ReplayResult& r) {
 }  // namespace
 
 int RunReplay(const std::vector<std::string>& args) {
-  po::options_description desc("cachectl replay --trace FILE --cache-size SIZE [options]");
+  po::options_description desc(
+      "cachectl replay --trace FILE --cache-size SIZE [options]\n\n"
+      "example: cachectl replay --trace ../shared/traces/arc_P2.csv.zst --cache-size 10% --json\n\noptions");
   std::string trace, size_text, line_text = "4K", cutoff_text = "0";
   desc.add_options()
       ("help,h", "show this help")

@@ -10,7 +10,9 @@
 #include <condition_variable>
 #include <cstdio>
 #include <ctime>
+#include <functional>
 #include <mutex>
+#include <shared_mutex>
 #include <thread>
 
 #include "cachecore/aio_device.h"
@@ -37,6 +39,7 @@ struct Daemon {
   DaemonSpec spec;
   std::unique_ptr<BlockDevice> origin, cache;
   std::unique_ptr<MetadataStore> store;
+  std::shared_mutex engine_mu;  // guards `engine` going away at shutdown
   std::unique_ptr<Engine> engine;
   std::unique_ptr<shim::EngineBackend> backend;
   std::unique_ptr<shim::NbdServer> nbd;
@@ -160,6 +163,34 @@ bool CallerMayChange(int fd) {
   return cred.uid == 0 || cred.uid == geteuid();
 }
 
+// Commands that use the engine while it is there (shared with each other,
+// exclusive with the shutdown that takes it away).
+Status EngineCommand(Daemon& d, int fd, const std::string& cmd,
+                     const std::function<void(uint64_t, uint64_t)>& progress) {
+  std::shared_lock lock(d.engine_mu);
+  if (!d.engine) return Status::Busy("the cache is shutting down");
+  if (cmd == "stats" || cmd == "stats reset") {
+    SendStats(fd, d);
+    if (cmd == "stats reset") d.engine->ResetStats();
+    return Status::Ok();
+  }
+  if (!CallerMayChange(fd)) return Status::Busy("permission denied: run as root");
+  if (cmd == "flush" || cmd == "detach") return d.engine->Flush(progress);
+  if (cmd.rfind("set mode ", 0) == 0) {
+    Result<CacheMode> m = ParseCacheMode(cmd.substr(9));
+    if (!m.ok()) return m.status();
+    Log("info", "mode -> " + cmd.substr(9));
+    return d.engine->SetMode(m.value(), progress);
+  }
+  if (cmd.rfind("set seq_cutoff ", 0) == 0) {
+    Result<uint64_t> n = ParseSize(cmd.substr(15));
+    if (!n.ok()) return n.status();
+    return d.engine->SetSequentialCutoff(n.value());
+  }
+  if (cmd == "stop") return Status::Ok();
+  return Status::InvalidArgument("unknown control command '" + cmd + "'");
+}
+
 void HandleCommand(Daemon& d, int fd, const std::string& line) {
   std::string prefix = std::string(kProtocolTag) + " ";
   if (line.rfind(prefix, 0) != 0) {
@@ -170,37 +201,13 @@ void HandleCommand(Daemon& d, int fd, const std::string& line) {
   auto progress = [fd](uint64_t left, uint64_t total) {
     SendLine(fd, "progress " + std::to_string(left) + " " + std::to_string(total));
   };
-  auto finish = [fd](const Status& s) {
-    SendLine(fd, s.ok() ? "ok" : "error " + std::to_string(ExitCodeOf(s)) + " " + s.message());
-  };
-  if (cmd == "stats" || cmd == "stats reset") {
-    SendStats(fd, d);
-    if (cmd == "stats reset") d.engine->ResetStats();
-    return finish(Status::Ok());
+  // detach flushes with progress while still serving, then stops.
+  Status s = EngineCommand(d, fd, cmd, progress);
+  if (s.ok() && (cmd == "stop" || cmd == "detach")) {
+    RequestStop(d, cmd == "detach");
+    s = WaitStopped(d);
   }
-  if (!CallerMayChange(fd)) return finish(Status::Busy("permission denied: run as root"));
-  if (cmd == "flush") return finish(d.engine->Flush(progress));
-  if (cmd.rfind("set mode ", 0) == 0) {
-    Result<CacheMode> m = ParseCacheMode(cmd.substr(9));
-    if (!m.ok()) return finish(m.status());
-    Log("info", "mode -> " + cmd.substr(9));
-    return finish(d.engine->SetMode(m.value(), progress));
-  }
-  if (cmd.rfind("set seq_cutoff ", 0) == 0) {
-    Result<uint64_t> n = ParseSize(cmd.substr(15));
-    if (!n.ok()) return finish(n.status());
-    return finish(d.engine->SetSequentialCutoff(n.value()));
-  }
-  if (cmd == "stop" || cmd == "detach") {
-    bool detach = cmd == "detach";
-    if (detach) {
-      Status f = d.engine->Flush(progress);  // with progress, while still serving
-      if (!f.ok()) return finish(f);
-    }
-    RequestStop(d, detach);
-    return finish(WaitStopped(d));
-  }
-  finish(Status::InvalidArgument("unknown control command '" + cmd + "'"));
+  SendLine(fd, s.ok() ? "ok" : "error " + std::to_string(ExitCodeOf(s)) + " " + s.message());
 }
 
 void ControlLoop(Daemon& d) {
@@ -277,10 +284,13 @@ void SignalLoop(Daemon& d) {
   Log(done.ok() ? "info" : "error", std::string(detach ? "detach" : "stop") + ": " + done.ToString());
   // Close everything (the store's lock above all) before answering, so a
   // 'cachectl start' right after the answer finds it free.
-  d.engine.reset();
-  d.store.reset();
-  d.cache.reset();
-  d.origin.reset();
+  {
+    std::unique_lock engine_lock(d.engine_mu);
+    d.engine.reset();
+    d.store.reset();
+    d.cache.reset();
+    d.origin.reset();
+  }
   shutdown(d.control_fd, SHUT_RDWR);
   unlink(spec.dirs.ControlSocket(spec.name).c_str());
   unlink((spec.dirs.RunDir(spec.name) + "/pid").c_str());

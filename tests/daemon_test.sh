@@ -108,9 +108,14 @@ io vol -c 'write -P 0x23 16M 1M'                   # dirty, not flushed by the c
 expect 0 "" -- stop vol
 expect 0 "" -- list --csv
 grep -q "^vol,stopped" "$W/out" || fail "list after stop: $(cat "$W/out")"
-expect 0 "" -- start vol
+expect 0 "" -- start --all
+grep -q "started vol (writeback, warm" "$W/out" || fail "start --all: $(cat "$W/out")"
+expect 0 "" -- start --all                          # nothing left to start: fine
 expect 0 "" -- stats vol --json
 grep -q '"dirty_lines": 0,' "$W/out" && fail "dirty lines did not survive stop/start"
+expect 0 "" -- stats vol --reset
+expect 0 "" -- stats vol --json
+grep -q '"read_hits": 0, "read_misses": 0' "$W/out" || fail "stats --reset did not zero: $(cat "$W/out")"
 io vol -c 'read -P 0x23 16M 1M' -c 'read -P 0x17 8M 2M' -c 'read -P 0x42 0 4M'
 
 echo "== kill -9 loses no flushed write"

@@ -159,8 +159,8 @@ TEST_P(NbdInteropTest, QemuIoAndQemuImg) {
 TEST_P(NbdInteropTest, FioWithVerify) {
   RequireTool("fio");
   auto [rc, out] = Shell("fio --name=verify --ioengine=nbd --uri='" + Uri() +
-                       "' --rw=randwrite --bs=4k --bsrange=4k-64k --size=48M --iodepth=32 "
-                       "--numjobs=1 --verify=crc32c --do_verify=1 --verify_fatal=1 "
+                       "' --rw=randwrite --bsrange=4k-64k --size=24M --offset_increment=24M --iodepth=32 "
+                       "--numjobs=2 --verify=crc32c --do_verify=1 --verify_fatal=1 "
                        "--output-format=terse");
   ASSERT_EQ(rc, 0) << out;
   EXPECT_EQ(out.find("verify:"), std::string::npos) << out;

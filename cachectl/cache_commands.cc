@@ -5,6 +5,7 @@
 
 #include <boost/program_options.hpp>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 
@@ -237,16 +238,24 @@ int RunFlush(const std::vector<std::string>& a) {
 
 int RunSet(const std::vector<std::string>& args) {
   std::string name, mode_text, cutoff_text;
+  uint32_t high = 0, low = 0, batch = 0;
   CommonOptions common;
   po::options_description desc = common.Describe(
-      "cachectl set NAME [--mode MODE] [--seq-cutoff SIZE]\n\nexample: cachectl set data --mode writethrough");
+      "cachectl set NAME [--mode MODE] [--seq-cutoff SIZE] [--dirty-high PCT --dirty-low PCT] "
+      "[--cleaner-batch LINES]\n\nexample: cachectl set data --mode writethrough");
   desc.add_options()
       ("name", po::value(&name)->required(), "cache name")
       ("mode", po::value(&mode_text), "new mode; leaving writeback flushes first, with progress")
-      ("seq-cutoff", po::value(&cutoff_text), "sequential cutoff (0: off)");
+      ("seq-cutoff", po::value(&cutoff_text), "sequential cutoff (0: off)")
+      ("dirty-high", po::value(&high), "the cleaner starts above this percent of lines dirty")
+      ("dirty-low", po::value(&low), "... and stops below this percent")
+      ("cleaner-batch", po::value(&batch), "lines per cleaner pass");
   po::variables_map vm;
   if (int rc = common.Parse(desc, args, vm, "set", "name"); rc >= 0) return rc;
-  if (mode_text.empty() && cutoff_text.empty()) return Fail(2, "set: nothing to set (--mode, --seq-cutoff)");
+  bool cleaner = vm.count("dirty-high") || vm.count("dirty-low") || vm.count("cleaner-batch");
+  if (mode_text.empty() && cutoff_text.empty() && !cleaner) {
+    return Fail(2, "set: nothing to set (--mode, --seq-cutoff, --dirty-high, --dirty-low, --cleaner-batch)");
+  }
   if (!mode_text.empty() && !ParseCacheMode(mode_text).ok()) {
     return Fail(2, "set: " + ParseCacheMode(mode_text).status().message());
   }
@@ -255,9 +264,27 @@ int RunSet(const std::vector<std::string>& args) {
   }
   if (int rc = common.RequireRoot("set"); rc != 0) return rc;
   Dirs dirs = common.dirs();
+  if (access(dirs.ConfigFile(name).c_str(), F_OK) != 0) return Fail(kExitNotFound, "set: no cache named '" + name + "'");
+  auto current = SendControl(dirs.ControlSocket(name), "stats");
+  if (!current.ok()) return Fail(kExitNotFound, "set: cache '" + name + "' is not running");
   std::vector<std::string> commands;
-  if (!mode_text.empty()) commands.push_back("set mode " + mode_text);
+  if (cleaner) {
+    // Unset values keep their current setting.
+    for (const std::string& kv : current->data) {
+      auto take = [&](const char* key, uint32_t* v, const char* flag) {
+        if (kv.rfind(std::string(key) + "=", 0) == 0 && !vm.count(flag)) {
+          *v = static_cast<uint32_t>(std::stoul(kv.substr(std::strlen(key) + 1)));
+        }
+      };
+      take("dirty_high_pct", &high, "dirty-high");
+      take("dirty_low_pct", &low, "dirty-low");
+      take("cleaner_batch_lines", &batch, "cleaner-batch");
+    }
+    commands.push_back("set cleaner " + std::to_string(high) + " " + std::to_string(low) + " " +
+                       std::to_string(batch));
+  }
   if (!cutoff_text.empty()) commands.push_back("set seq_cutoff " + cutoff_text);
+  if (!mode_text.empty()) commands.push_back("set mode " + mode_text);
   for (const std::string& c : commands) {
     auto reply = SendControl(dirs.ControlSocket(name), c, ProgressPrinter("set"));
     if (!reply.ok()) return Fail(kExitNotFound, "set: cache '" + name + "' is not running");

@@ -130,6 +130,11 @@ void SendStats(int fd, Daemon& d) {
   kv("state", s.failed ? "failed" : "running");
   kv("mode", CacheModeName(d.engine->mode()));
   num("line_size", d.engine->line_size());
+  EngineConfig now = d.engine->settings();
+  num("seq_cutoff", now.sequential_cutoff);
+  num("dirty_high_pct", now.dirty_high_pct);
+  num("dirty_low_pct", now.dirty_low_pct);
+  num("cleaner_batch_lines", now.cleaner_batch_lines);
   num("capacity_lines", s.capacity_lines);
   num("occupancy_lines", s.occupancy_lines);
   num("dirty_lines", s.dirty_lines);
@@ -145,15 +150,16 @@ void SendStats(int fd, Daemon& d) {
   num("evictions", s.evictions);
   num("cleaner_writes", s.cleaner_writes);
   const ErrorCounts& e = s.errors;
-  num("errors.cache_read", e.cache_read);
-  num("errors.cache_write", e.cache_write);
-  num("errors.cache_flush", e.cache_flush);
-  num("errors.origin_read", e.origin_read);
-  num("errors.origin_write", e.origin_write);
-  num("errors.origin_flush", e.origin_flush);
-  num("errors.metadata", e.metadata);
-  num("errors.checksum_repaired", e.checksum_repaired);
-  num("errors.checksum_failed", e.checksum_failed);
+  // errors.DEVICE.KIND: the CLI nests them into objects.
+  num("errors.cache.read", e.cache_read);
+  num("errors.cache.write", e.cache_write);
+  num("errors.cache.flush", e.cache_flush);
+  num("errors.cache.checksum_repaired", e.checksum_repaired);
+  num("errors.cache.checksum_failed", e.checksum_failed);
+  num("errors.origin.read", e.origin_read);
+  num("errors.origin.write", e.origin_write);
+  num("errors.origin.flush", e.origin_flush);
+  num("errors.metadata.write", e.metadata);
 }
 
 bool CallerMayChange(int fd) {
@@ -181,6 +187,13 @@ Status EngineCommand(Daemon& d, int fd, const std::string& cmd,
     if (!m.ok()) return m.status();
     Log("info", "mode -> " + cmd.substr(9));
     return d.engine->SetMode(m.value(), progress);
+  }
+  if (cmd.rfind("set cleaner ", 0) == 0) {
+    unsigned high = 0, low = 0, batch = 0;
+    if (std::sscanf(cmd.c_str() + 11, "%u %u %u", &high, &low, &batch) != 3) {
+      return Status::InvalidArgument("set cleaner needs HIGH LOW BATCH");
+    }
+    return d.engine->SetCleaner(high, low, batch);
   }
   if (cmd.rfind("set seq_cutoff ", 0) == 0) {
     Result<uint64_t> n = ParseSize(cmd.substr(15));

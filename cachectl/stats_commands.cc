@@ -4,6 +4,7 @@
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdio>
+#include <map>
 #include <thread>
 
 #include "cli_common.h"
@@ -33,18 +34,24 @@ std::string JsonString(const std::string& s) {
   return out + "\"";
 }
 
-// "errors.cache_read" and friends become one nested "errors" object.
+// Dotted keys ("errors.cache.read") become nested objects, in the order
+// their first key came.
 std::string ToJson(const Fields& f) {
-  std::string out = "{", errors;
+  std::vector<std::string> order;
+  std::map<std::string, std::string> leaves;
+  std::map<std::string, Fields> groups;
   for (const auto& [k, v] : f) {
-    std::string value = IsNumber(v) ? v : JsonString(v);
-    if (k.rfind("errors.", 0) == 0) {
-      errors += (errors.empty() ? "" : ", ") + JsonString(k.substr(7)) + ": " + value;
-      continue;
-    }
-    out += (out.size() > 1 ? ", " : "") + JsonString(k) + ": " + value;
+    size_t dot = k.find('.');
+    std::string head = k.substr(0, dot);
+    if (!leaves.count(head) && !groups.count(head)) order.push_back(head);
+    if (dot == std::string::npos) leaves[head] = IsNumber(v) ? v : JsonString(v);
+    else groups[head].push_back({k.substr(dot + 1), v});
   }
-  if (!errors.empty()) out += ", \"errors\": {" + errors + "}";
+  std::string out = "{";
+  for (const std::string& key : order) {
+    out += (out.size() > 1 ? ", " : "") + JsonString(key) + ": " +
+           (leaves.count(key) ? leaves[key] : ToJson(groups[key]));
+  }
   return out + "}";
 }
 

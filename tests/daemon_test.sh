@@ -80,7 +80,8 @@ expect 0 "" -- stats vol --json
 for key in '"name": "vol"' '"state": "running"' '"mode": "writeback"' '"line_size": 65536' \
            '"capacity_lines"' '"occupancy_lines"' '"dirty_lines"' '"read_hits"' '"read_misses"' \
            '"write_hits"' '"write_misses"' '"read_hit_ratio"' '"hit_ratio"' '"bypassed"' \
-           '"evictions"' '"cleaner_writes"' '"errors": {"cache_read": 0'; do
+           '"evictions"' '"cleaner_writes"' '"errors": {"cache": {"read": 0, "write": 0' \
+           '"origin": {"read": 0'; do
   grep -q "$key" "$W/out" || fail "stats --json lacks $key: $(cat "$W/out")"
 done
 grep -q '"read_hits": 0,' "$W/out" && fail "no read hits after reading the same data twice"
@@ -96,6 +97,10 @@ expect 4 "a cache named 'vol' exists already" -- attach --origin "$W/origin2.img
 expect 4 "is in use by cache 'vol'" -- attach --origin "$W/origin2.img" --cache "$W/ssd.img" --name other
 expect 4 "is in use by cache 'vol'" -- attach --origin "$W/origin.img" --cache "$W/ssd2.img" --name other
 expect 2 "unknown cache mode" -- set vol --mode sideways
+expect 2 "cleaner settings need low < high" -- set vol --dirty-high 30 --dirty-low 50
+expect 0 "" -- set vol --dirty-high 70 --cleaner-batch 32
+expect 0 "" -- stats vol --json
+grep -q '"dirty_high_pct": 70, "dirty_low_pct": 40, "cleaner_batch_lines": 32' "$W/out" || fail "set cleaner: $(cat "$W/out")"
 
 echo "== flush, mode switch, stop and start warm"
 expect 0 "" -- flush vol

@@ -14,6 +14,24 @@ namespace {
 constexpr uint32_t kDefaultLineSize = 64 * 1024;
 const char kModeKey[] = "mode";
 const char kCutoffKey[] = "sequential_cutoff";
+const char kDirtyHighKey[] = "dirty_high_pct";
+const char kDirtyLowKey[] = "dirty_low_pct";
+const char kCleanerBatchKey[] = "cleaner_batch_lines";
+
+// Numeric settings saved in the store override the caller's defaults.
+template <typename T>
+void LoadNumber(MetadataStore* store, const char* key, T* value) {
+  if (Result<std::string> v = store->GetConfig(key); v.ok()) {
+    *value = static_cast<T>(std::strtoull(v->c_str(), nullptr, 10));
+  }
+}
+
+Status CheckCleaner(uint32_t high, uint32_t low, uint32_t batch) {
+  if (low < high && high <= 100 && batch >= 1) return Status::Ok();
+  return Status::InvalidArgument("cleaner settings need low < high <= 100 and a batch of at least 1 "
+                                 "(got high " + std::to_string(high) + ", low " + std::to_string(low) +
+                                 ", batch " + std::to_string(batch) + ")");
+}
 
 Status CheckLineSize(uint32_t line_size) {
   if (!std::has_single_bit(line_size) || line_size < 4096 || line_size > (1u << 20)) {
@@ -115,6 +133,8 @@ Engine::Impl::Impl(const EngineDevices& devices, const EngineConfig& cfg, const 
       block_epoch(size_t{capacity} * blocks_per_line, 0),
       block_flags(size_t{capacity} * blocks_per_line, 0),
       policy(NewS3FifoPolicy(capacity, cfg.promote_after_hits)), mode(cfg.mode),
+      dirty_high_pct(cfg.dirty_high_pct), dirty_low_pct(cfg.dirty_low_pct),
+      cleaner_batch_lines(cfg.cleaner_batch_lines),
       admission(cfg.sequential_cutoff, cfg.admit_after_misses) {
   for (uint32_t slot = capacity; slot-- > 0;) free_slots.push_back(slot);
 }
@@ -142,6 +162,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineDevices& d, const Eng
   EngineConfig cfg = config;
   if (cfg.line_size == 0) cfg.line_size = kDefaultLineSize;
   CACHECORE_RETURN_IF_ERROR(CheckLineSize(cfg.line_size));
+  CACHECORE_RETURN_IF_ERROR(CheckCleaner(cfg.dirty_high_pct, cfg.dirty_low_pct, cfg.cleaner_batch_lines));
   if (d.origin->size_bytes() % kBlockSize != 0) {
     return Status::InvalidArgument("origin size " + std::to_string(d.origin->size_bytes()) +
                                    " is not a multiple of 4 KiB");
@@ -167,6 +188,11 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineDevices& d, const Eng
   CACHECORE_RETURN_IF_ERROR(d.metadata->PutConfig(kModeKey, CacheModeName(cfg.mode), false));
   CACHECORE_RETURN_IF_ERROR(
       d.metadata->PutConfig(kCutoffKey, std::to_string(cfg.sequential_cutoff), false));
+  for (auto [key, value] : {std::pair{kDirtyHighKey, cfg.dirty_high_pct},
+                            std::pair{kDirtyLowKey, cfg.dirty_low_pct},
+                            std::pair{kCleanerBatchKey, cfg.cleaner_batch_lines}}) {
+    CACHECORE_RETURN_IF_ERROR(d.metadata->PutConfig(key, std::to_string(value), false));
+  }
   CACHECORE_RETURN_IF_ERROR(d.metadata->PutIdentity(id, true));
   auto impl = std::make_unique<Impl>(d, cfg, id);
   CACHECORE_RETURN_IF_ERROR(impl->WriteSuperblock(false));
@@ -203,8 +229,14 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineDevices& d, const Engin
     Result<CacheMode> parsed = ParseCacheMode(m.value());
     if (parsed.ok()) cfg.mode = parsed.value();
   }
-  if (Result<std::string> c = d.metadata->GetConfig(kCutoffKey); c.ok()) {
-    cfg.sequential_cutoff = std::strtoull(c->c_str(), nullptr, 10);
+  LoadNumber(d.metadata, kCutoffKey, &cfg.sequential_cutoff);
+  LoadNumber(d.metadata, kDirtyHighKey, &cfg.dirty_high_pct);
+  LoadNumber(d.metadata, kDirtyLowKey, &cfg.dirty_low_pct);
+  LoadNumber(d.metadata, kCleanerBatchKey, &cfg.cleaner_batch_lines);
+  if (!CheckCleaner(cfg.dirty_high_pct, cfg.dirty_low_pct, cfg.cleaner_batch_lines).ok()) {
+    cfg.dirty_high_pct = EngineConfig{}.dirty_high_pct;  // a damaged setting: the defaults
+    cfg.dirty_low_pct = EngineConfig{}.dirty_low_pct;
+    cfg.cleaner_batch_lines = EngineConfig{}.cleaner_batch_lines;
   }
   auto impl = std::make_unique<Impl>(d, cfg, sb->identity);
   std::vector<uint32_t> changed;
@@ -323,6 +355,29 @@ Status Engine::SetMode(CacheMode mode, const FlushProgress& progress) {
 }
 
 CacheMode Engine::mode() const { return impl_->mode.load(); }
+
+EngineConfig Engine::settings() const {
+  EngineConfig c = impl_->config;
+  c.line_size = impl_->line_size;
+  c.mode = impl_->mode.load();
+  c.sequential_cutoff = impl_->admission.sequential_cutoff();
+  c.dirty_high_pct = impl_->dirty_high_pct.load();
+  c.dirty_low_pct = impl_->dirty_low_pct.load();
+  c.cleaner_batch_lines = impl_->cleaner_batch_lines.load();
+  return c;
+}
+
+Status Engine::SetCleaner(uint32_t high, uint32_t low, uint32_t batch) {
+  CACHECORE_RETURN_IF_ERROR(CheckCleaner(high, low, batch));
+  impl_->dirty_high_pct.store(high);
+  impl_->dirty_low_pct.store(low);
+  impl_->cleaner_batch_lines.store(batch);
+  impl_->cleaner_cv.notify_all();
+  MetadataStore* m = impl_->dev.metadata;
+  CACHECORE_RETURN_IF_ERROR(m->PutConfig(kDirtyHighKey, std::to_string(high), false));
+  CACHECORE_RETURN_IF_ERROR(m->PutConfig(kDirtyLowKey, std::to_string(low), false));
+  return m->PutConfig(kCleanerBatchKey, std::to_string(batch), true);
+}
 
 Status Engine::SetSequentialCutoff(uint64_t bytes) {
   impl_->admission.set_sequential_cutoff(bytes);

@@ -138,7 +138,7 @@ Status Engine::Impl::FlushAll(const FlushProgress& progress) {
   int failures = 0, idle = 0;
   Status last;
   while (stats.dirty_lines.load() > 0) {
-    Result<uint64_t> r = CleanPass(config.cleaner_batch_lines);
+    Result<uint64_t> r = CleanPass(cleaner_batch_lines.load());
     if (progress) progress(stats.dirty_lines.load(), total);
     if (!r.ok()) {
       last = r.status();
@@ -159,8 +159,8 @@ void Engine::Impl::CleanerLoop() {
     cleaner_cv.wait_for(lock, std::chrono::milliseconds(100));
     if (cleaner_stop) break;
     lock.unlock();
-    const uint64_t high = uint64_t{capacity} * config.dirty_high_pct / 100;
-    const uint64_t low = uint64_t{capacity} * config.dirty_low_pct / 100;
+    const uint64_t high = uint64_t{capacity} * dirty_high_pct.load() / 100;
+    const uint64_t low = uint64_t{capacity} * dirty_low_pct.load() / 100;
     if (failed.load() || stats.dirty_lines.load() > high) {
       uint64_t target = failed.load() ? 0 : low;
       while (stats.dirty_lines.load() > target) {
@@ -168,7 +168,7 @@ void Engine::Impl::CleanerLoop() {
           std::lock_guard stop_check(cleaner_mu);
           if (cleaner_stop) break;
         }
-        Result<uint64_t> r = CleanPass(config.cleaner_batch_lines);
+        Result<uint64_t> r = CleanPass(cleaner_batch_lines.load());
         if (!r.ok() || r.value() == 0) break;  // retried at the next wake-up
         std::this_thread::yield();              // let client I/O in between passes
       }

@@ -170,6 +170,8 @@ struct Engine::Impl {
   std::atomic<uint64_t> flushes_completed{1};
 
   std::atomic<CacheMode> mode;
+  // Cleaner settings, changeable while running (Engine::SetCleaner).
+  std::atomic<uint32_t> dirty_high_pct, dirty_low_pct, cleaner_batch_lines;
   std::atomic<bool> failed{false};
   std::atomic<uint64_t> cache_errors{0};
   LiveStats stats;

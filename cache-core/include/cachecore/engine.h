@@ -82,8 +82,14 @@ class Engine {
   // Switches mode while I/O runs. Leaving write-back cleans first.
   Status SetMode(CacheMode mode, const FlushProgress& progress = {});
   CacheMode mode() const;
+  // The tunables in force now (mode, cutoff, cleaner settings, ...).
+  EngineConfig settings() const;
   // Sequential cutoff in bytes (0: off); takes effect at once, and is saved.
   Status SetSequentialCutoff(uint64_t bytes);
+  // Cleaner watermarks (percent of lines dirty: it starts above `high` and
+  // stops below `low`) and lines per pass. kInvalidArgument unless
+  // low < high <= 100 and batch >= 1. Takes effect at once, and is saved.
+  Status SetCleaner(uint32_t dirty_high_pct, uint32_t dirty_low_pct, uint32_t batch_lines);
 
   StatsSnapshot stats() const;
   void ResetStats();

@@ -3,6 +3,9 @@
 // warm restart and detach.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "support/block_io.h"
 #include "support/engine_rig.h"
 
@@ -80,6 +83,26 @@ TEST(EngineTest, CleanerCoalescesAdjacentLinesIntoOneWrite) {
   ASSERT_TRUE(rig.engine().Flush().ok());
   EXPECT_EQ(rig.engine().stats().cleaner_writes, 1u);  // 32 lines, one origin write
   EXPECT_EQ(rig.engine().stats().cleaned_blocks, 32u);
+}
+
+TEST(EngineTest, BackgroundCleanerKeepsDirtyLinesBetweenWatermarks) {
+  EngineRig rig;  // 256 lines
+  EngineConfig c = Config(CacheMode::kWriteBack);
+  c.background_cleaner = true;
+  c.dirty_high_pct = 50;
+  c.dirty_low_pct = 20;
+  c.cleaner_batch_lines = 16;
+  ASSERT_TRUE(rig.Create(c).ok());
+  for (uint64_t i = 0; i < 200; ++i) ASSERT_TRUE(WritePattern(rig.engine(), i * 4 * K, 4 * K, 1).ok());
+  uint64_t dirty = 200;
+  for (int i = 0; i < 100 && dirty > 51; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    dirty = rig.engine().stats().dirty_lines;
+  }
+  EXPECT_LE(dirty, 51u);  // below the low watermark (20 % of 256)
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  EXPECT_GT(rig.engine().stats().dirty_lines, 0u);  // and it stopped there: the rest stays cached dirty
+  for (uint64_t i = 0; i < 200; ++i) ASSERT_TRUE(HasPattern(rig.engine(), i * 4 * K, 4 * K, 1));
 }
 
 TEST(EngineTest, ReadOnlyNeverAllocatesOnWriteAndDropsStaleCopies) {

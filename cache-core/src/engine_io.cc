@@ -19,6 +19,16 @@ uint8_t* SegmentWindow(size_t bytes) {
   return window.data();
 }
 
+// The block-aligned buffer a segment's I/O uses: the client's own memory
+// when the segment is whole blocks and the buffer suits direct I/O (no copy
+// at all), the thread's staging window otherwise.
+uint8_t* WindowFor(const Segment& seg, const uint8_t* client) {
+  if (seg.block_aligned() && reinterpret_cast<uintptr_t>(client) % kSectorSize == 0) {
+    return const_cast<uint8_t*>(client);  // a write's data is only read from it
+  }
+  return SegmentWindow(size_t{seg.end_block() - seg.first_block()} * kBlockSize);
+}
+
 uint8_t* EdgeBuffer() {
   thread_local AlignedBuffer edge(kBlockSize);
   return edge.data();
@@ -73,7 +83,7 @@ Status Engine::Impl::ReadCachedBlocks(uint64_t line, uint32_t slot, uint32_t b0,
 Status Engine::Impl::ReadSegment(const Segment& seg, uint8_t* out, bool bypass, Tally& tally) {
   std::lock_guard cell(StripeOf(seg.line));
   const uint32_t b0 = seg.first_block(), b1 = seg.end_block();
-  uint8_t* window = SegmentWindow(size_t{b1 - b0} * kBlockSize);
+  uint8_t* window = WindowFor(seg, out);
   std::optional<uint32_t> slot = Lookup(seg.line, b0, b1);
   std::bitset<256> hit;
   for (uint32_t b = b0; b < b1; ++b) hit[b - b0] = slot && (Flags(*slot, b) & kValid);
@@ -123,7 +133,7 @@ Status Engine::Impl::ReadSegment(const Segment& seg, uint8_t* out, bool bypass, 
     ReleaseIfEmpty(*slot, batch);
     if (!batch.empty()) dev.metadata->Apply(batch, false);
   }
-  std::memcpy(out, window + (seg.begin - size_t{b0} * kBlockSize), seg.end - seg.begin);
+  if (window != out) std::memcpy(out, window + (seg.begin - size_t{b0} * kBlockSize), seg.end - seg.begin);
   return Status::Ok();
 }
 
@@ -160,8 +170,8 @@ Status Engine::Impl::WriteSegment(const Segment& seg, const uint8_t* in, bool by
                                   Tally& tally) {
   std::lock_guard cell(StripeOf(seg.line));
   const uint32_t b0 = seg.first_block(), b1 = seg.end_block();
-  uint8_t* window = SegmentWindow(size_t{b1 - b0} * kBlockSize);
-  std::memcpy(window + (seg.begin - size_t{b0} * kBlockSize), in, seg.end - seg.begin);
+  uint8_t* window = WindowFor(seg, in);
+  if (window != in) std::memcpy(window + (seg.begin - size_t{b0} * kBlockSize), in, seg.end - seg.begin);
   std::optional<uint32_t> slot = Lookup(seg.line, b0, b1);
   bool any_dirty = false;
   uint64_t hits = 0;

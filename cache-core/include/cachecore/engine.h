@@ -67,7 +67,9 @@ class Engine {
   ~Engine();
 
   // Offsets and lengths: multiples of 512 within the origin. Buffers: any
-  // alignment (the engine stages unaligned ones).
+  // alignment; whole-block requests in 512-aligned buffers move no extra
+  // copy (the devices read and write the caller's memory), others are
+  // staged. After a failed Read the buffer's contents are undefined.
   Status Read(uint64_t offset, void* buffer, uint64_t length);
   Status Write(uint64_t offset, const void* buffer, uint64_t length, bool fua = false);
   // Drops cached copies of the range and passes the discard to the origin

@@ -6,13 +6,16 @@
 # Usage: daemon_test.sh PATH/TO/cachectl
 set -u
 C=$1
-for tool in qemu-io nbdinfo setpriv; do
+for tool in qemu-io nbdinfo setpriv losetup mkfs.ext4; do
   command -v $tool >/dev/null || { echo "FAIL: $tool is not installed (run scripts/setup.sh)"; exit 1; }
 done
 W=$(mktemp -d)
 export CACHECTL_RUN_DIR=$W/run CACHECTL_STATE_DIR=$W/state
 failures=0
+busy_loop=
 cleanup() {
+  mountpoint -q "$W/busy" 2>/dev/null && umount "$W/busy"
+  [ -n "$busy_loop" ] && losetup -d "$busy_loop" 2>/dev/null
   for p in "$W"/run/*/pid; do [ -f "$p" ] && kill -9 "$(cat "$p")" 2>/dev/null; done
   rm -rf "$W"
 }
@@ -61,6 +64,12 @@ expect 3 "no cache named 'nope'" -- stats nope
 expect 3 "no cache named 'nope'" -- flush nope
 expect 3 "no cache named 'nope'" -- detach nope
 expect 3 "no cache named 'nope'" -- start nope
+# A block device that is mounted is in use.
+truncate -s 64M "$W/busy.img"
+busy_loop=$(losetup --find --show "$W/busy.img")
+mkfs.ext4 -q "$busy_loop" && mkdir -p "$W/busy" && mount "$busy_loop" "$W/busy"
+expect 4 "$busy_loop is in use" -- attach --origin "$W/origin.img" --cache "$busy_loop"
+umount "$W/busy"; losetup -d "$busy_loop"; busy_loop=
 [ -z "$(ls "$W/state" 2>/dev/null)" ] || fail "a refused attach left state behind: $(ls "$W/state")"
 # Not root, default directories: refused.
 out=$(setpriv --reuid=65534 --regid=65534 --clear-groups env -u CACHECTL_RUN_DIR -u CACHECTL_STATE_DIR \

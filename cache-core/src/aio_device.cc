@@ -184,7 +184,16 @@ std::string RealPath(const std::string& path) {
 Result<std::unique_ptr<BlockDevice>> OpenAioDevice(const std::string& path,
                                                    const AioOptions& options) {
   int flags = (options.read_only ? O_RDONLY : O_RDWR) | O_DIRECT | O_CLOEXEC;
+  struct stat before {};
+  // A block device is opened exclusively: one that is mounted or held by
+  // another program (another cache, LVM, md) is refused, not shared.
+  if (stat(path.c_str(), &before) == 0 && S_ISBLK(before.st_mode) && !options.read_only) {
+    flags |= O_EXCL;
+  }
   int fd = open(path.c_str(), flags);
+  if (fd < 0 && errno == EBUSY) {
+    return Status::Busy(path + " is in use (mounted, or held by another program)");
+  }
   if (fd < 0) return ErrnoStatus("cannot open " + path, errno);
   struct stat st {};
   if (fstat(fd, &st) != 0) {

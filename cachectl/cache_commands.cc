@@ -58,6 +58,14 @@ std::string Absolute(const std::string& path) {
 }
 
 void PrintServing(const Dirs& dirs, const std::string& name, CacheMode mode) {
+  auto stats = SendControl(dirs.ControlSocket(name), "stats");
+  std::string dm, kernel;
+  for (const std::string& kv : stats.ok() ? stats->data : std::vector<std::string>{}) {
+    if (kv.rfind("dm_device=", 0) == 0) dm = kv.substr(10);
+    if (kv.rfind("kernel_device=", 0) == 0) kernel = kv.substr(14);
+  }
+  if (!dm.empty()) std::printf("  block device: %s (kernel NBD %s)\n", dm.c_str(), kernel.c_str());
+  else std::printf("  front end: the NBD socket alone (no kernel NBD or device-mapper here)\n");
   std::printf("  NBD socket: %s (nbd+unix:///%s?socket=%s)\n", dirs.NbdSocket(name).c_str(),
               name.c_str(), dirs.NbdSocket(name).c_str());
   if (mode == CacheMode::kWriteBack) {
@@ -68,7 +76,7 @@ void PrintServing(const Dirs& dirs, const std::string& name, CacheMode mode) {
 }
 
 int Attach(const std::vector<std::string>& args) {
-  std::string origin, cache, name, mode_text = "writethrough", line_text = "64K", tcp;
+  std::string origin, cache, name, mode_text = "writethrough", line_text = "64K", tcp, frontend = "auto";
   CommonOptions common;
   po::options_description desc = common.Describe(
       "cachectl attach --origin DEV --cache DEV [--name NAME] [--mode MODE] [--line-size SIZE] "
@@ -81,13 +89,15 @@ int Attach(const std::vector<std::string>& args) {
       ("mode", po::value(&mode_text), "writethrough (default), writeback, writearound, readonly, passthrough (or wt, wb, wa, ro, pt)")
       ("line-size", po::value(&line_text), "cache line size, 4K to 1M (default 64K)")
       ("nbd-tcp", po::value(&tcp), "also serve NBD on this host:port")
+      ("frontend", po::value(&frontend), "auto (default): kernel NBD as /dev/mapper/NAME where the kernel "
+       "has NBD and device-mapper, else the NBD socket alone; nbd: kernel NBD or fail; socket")
       ("force", "replace a cache device that holds another (clean) cache");
   po::variables_map vm;
   if (int rc = common.Parse(desc, args, vm, "attach"); rc >= 0) return rc;
   if (name.empty()) name = NameFromPath(origin);
   Result<CacheMode> mode = ParseCacheMode(mode_text);
   Result<uint64_t> line = ParseSize(line_text);
-  for (const Status& s : {CheckName(name), mode.status(), line.status()}) {
+  for (const Status& s : {CheckName(name), mode.status(), line.status(), CheckFrontend(frontend)}) {
     if (!s.ok()) return Fail(2, "attach: " + s.message());
   }
   Dirs dirs = common.dirs();
@@ -107,6 +117,7 @@ int Attach(const std::vector<std::string>& args) {
   spec.engine.mode = mode.value();
   spec.engine.line_size = static_cast<uint32_t>(line.value());
   spec.tcp_address = tcp;
+  spec.frontend = frontend;
   Status launched = LaunchDaemon(spec);
   if (!launched.ok()) {
     std::error_code ec;
@@ -114,7 +125,8 @@ int Attach(const std::vector<std::string>& args) {
     return Fail(ExitCodeOf(launched), "attach: " + launched.message());
   }
   CacheConfig config{{"origin", spec.origin}, {"cache", spec.cache},
-                     {"line_size", std::to_string(spec.engine.line_size)}, {"nbd_tcp", tcp}};
+                     {"line_size", std::to_string(spec.engine.line_size)}, {"nbd_tcp", tcp},
+                     {"frontend", frontend}};
   Status saved = SaveConfig(dirs.ConfigFile(name), config);
   if (!saved.ok()) return Fail(kExitIoFailure, "attach: " + saved.message());
   std::printf("attached %s: %s cached on %s, %s, %s lines\n", name.c_str(), spec.origin.c_str(),
@@ -123,7 +135,7 @@ int Attach(const std::vector<std::string>& args) {
   return 0;
 }
 
-int StartOne(const Dirs& dirs, const std::string& name) {
+int StartOne(const Dirs& dirs, const std::string& name, const std::string& frontend_override) {
   Result<CacheConfig> config = LoadConfig(dirs.ConfigFile(name));
   if (!config.ok()) return Fail(kExitNotFound, "start: no cache named '" + name + "'");
   DaemonSpec spec;
@@ -132,6 +144,8 @@ int StartOne(const Dirs& dirs, const std::string& name) {
   spec.origin = config.value()["origin"];
   spec.cache = config.value()["cache"];
   spec.tcp_address = config.value()["nbd_tcp"];
+  spec.frontend = frontend_override.empty() ? config.value()["frontend"] : frontend_override;
+  if (spec.frontend.empty()) spec.frontend = "auto";
   Status s = LaunchDaemon(spec);
   if (!s.ok()) return Fail(ExitCodeOf(s), "start " + name + ": " + s.message());
   CacheMode mode = CacheMode::kWriteThrough;
@@ -145,18 +159,20 @@ int StartOne(const Dirs& dirs, const std::string& name) {
 }
 
 int Start(const std::vector<std::string>& args) {
-  std::string name;
+  std::string name, frontend;
   CommonOptions common;
   po::options_description desc = common.Describe(
-      "cachectl start NAME | --all\n\nexample: cachectl start data");
-  desc.add_options()("name", po::value(&name), "cache to start")("all", "start every cache that is not running");
+      "cachectl start NAME | --all [--frontend auto|nbd|socket]\n\nexample: cachectl start data");
+  desc.add_options()("name", po::value(&name), "cache to start")("all", "start every cache that is not running")
+      ("frontend", po::value(&frontend), "override the front end chosen at attach");
   po::variables_map vm;
   if (int rc = common.Parse(desc, args, vm, "start", "name"); rc >= 0) return rc;
+  if (!frontend.empty() && !CheckFrontend(frontend).ok()) return Fail(2, "start: " + CheckFrontend(frontend).message());
   if (int rc = common.RequireRoot("start"); rc != 0) return rc;
   Dirs dirs = common.dirs();
   if (!vm.count("all")) {
     if (name.empty()) return Fail(2, "start: give a cache name or --all");
-    return StartOne(dirs, name);
+    return StartOne(dirs, name, frontend);
   }
   int worst = 0;
   for (const std::string& n : ListCaches(dirs)) {
@@ -164,7 +180,7 @@ int Start(const std::vector<std::string>& args) {
         SendControl(dirs.ControlSocket(n), "stats").ok()) {
       continue;  // running already
     }
-    worst = std::max(worst, StartOne(dirs, n));
+    worst = std::max(worst, StartOne(dirs, n, frontend));
   }
   return worst;
 }

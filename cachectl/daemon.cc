@@ -17,7 +17,9 @@
 
 #include "cachecore/aio_device.h"
 #include "control.h"
+#include "shim/dm_device.h"
 #include "shim/engine_backend.h"
+#include "shim/kernel_nbd.h"
 #include "shim/socket_io.h"
 
 namespace cachectl {
@@ -43,6 +45,9 @@ struct Daemon {
   std::unique_ptr<Engine> engine;
   std::unique_ptr<shim::EngineBackend> backend;
   std::unique_ptr<shim::NbdServer> nbd;
+  std::unique_ptr<shim::KernelNbd> kernel;  // /dev/nbdN, when the kernel front end runs
+  bool dm_created = false;                  // /dev/mapper/NAME over it
+  std::string frontend_note;                // what the daemon chose, for stats
   int control_fd = -1;
 
   std::mutex mu;
@@ -52,6 +57,46 @@ struct Daemon {
   bool stopped = false;
   Status stop_status;
 };
+
+// The kernel front end: /dev/nbdN through netlink, /dev/mapper/NAME over it.
+Status StartKernelFrontEnd(Daemon& d) {
+  const std::string& want = d.spec.frontend;
+  if (want == "socket") {
+    d.frontend_note = "socket";
+    return Status::Ok();
+  }
+  uint64_t size = d.engine->identity().origin_size;
+  auto kernel = shim::KernelNbd::Connect(d.nbd.get(), size, 4096);
+  Status s = kernel.status();
+  if (s.ok()) {
+    s = shim::CreateLinearDevice(d.spec.name, kernel.value()->device(), size / 512);
+    if (s.ok()) {
+      d.kernel = std::move(kernel.value());
+      d.dm_created = true;
+      d.frontend_note = "nbd";
+      Log("info", "kernel front end: " + d.kernel->device() + " as /dev/mapper/" + d.spec.name);
+      return Status::Ok();
+    }
+  }
+  if (want == "nbd") return s;
+  d.frontend_note = "socket";  // auto: the socket alone, and say why
+  Log("info", "front end: the NBD socket alone (" + s.message() + ")");
+  return Status::Ok();
+}
+
+// Undoes StartKernelFrontEnd; kBusy (and nothing changed) while the
+// device is in use.
+Status StopKernelFrontEnd(Daemon& d) {
+  if (d.dm_created) {
+    CACHECORE_RETURN_IF_ERROR(shim::RemoveDevice(d.spec.name));
+    d.dm_created = false;
+  }
+  if (d.kernel) {
+    CACHECORE_RETURN_IF_ERROR(d.kernel->Disconnect());
+    d.kernel.reset();
+  }
+  return Status::Ok();
+}
 
 Status Open(Daemon& d) {
   auto origin = OpenAioDevice(d.spec.origin);
@@ -78,7 +123,7 @@ Status Open(Daemon& d) {
   auto nbd = shim::NbdServer::Start(d.backend.get(), o);
   if (!nbd.ok()) return nbd.status();
   d.nbd = std::move(nbd.value());
-  return Status::Ok();
+  return StartKernelFrontEnd(d);
 }
 
 // Clears sockets a dead daemon left; refuses when a live one answers.
@@ -129,6 +174,9 @@ void SendStats(int fd, Daemon& d) {
   };
   kv("state", s.failed ? "failed" : "running");
   kv("mode", CacheModeName(d.engine->mode()));
+  kv("frontend", d.frontend_note);
+  kv("kernel_device", d.kernel ? d.kernel->device() : "");
+  kv("dm_device", d.dm_created ? "/dev/mapper/" + d.spec.name : "");
   num("line_size", d.engine->line_size());
   EngineConfig now = d.engine->settings();
   num("seq_cutoff", now.sequential_cutoff);
@@ -217,8 +265,14 @@ void HandleCommand(Daemon& d, int fd, const std::string& line) {
   // detach flushes with progress while still serving, then stops.
   Status s = EngineCommand(d, fd, cmd, progress);
   if (s.ok() && (cmd == "stop" || cmd == "detach")) {
-    RequestStop(d, cmd == "detach");
-    s = WaitStopped(d);
+    {
+      std::lock_guard lock(d.mu);
+      s = StopKernelFrontEnd(d);  // refused while mounted: the cache keeps serving
+    }
+    if (s.ok()) {
+      RequestStop(d, cmd == "detach");
+      s = WaitStopped(d);
+    }
   }
   SendLine(fd, s.ok() ? "ok" : "error " + std::to_string(ExitCodeOf(s)) + " " + s.message());
 }
@@ -247,6 +301,17 @@ void SignalLoop(Daemon& d) {
   int sig = 0;
   sigwait(&set, &sig);
   Log("info", std::string("signal ") + (sig == SIGTERM ? "TERM" : "INT") + ": stopping");
+  Status s;
+  {
+    std::lock_guard lock(d.mu);
+    s = StopKernelFrontEnd(d);
+  }
+  if (!s.ok()) {
+    // The volume is mounted: stopping would pull it from under the
+    // filesystem. Keep serving; unmount, then stop.
+    Log("error", "not stopping: " + s.message());
+    return SignalLoop(d);
+  }
   RequestStop(d, false);
 }
 
@@ -270,6 +335,7 @@ void SignalLoop(Daemon& d) {
   }
   if (!s.ok()) {
     Log("error", s.ToString());
+    (void)StopKernelFrontEnd(d);
     if (d.nbd) d.nbd->Stop();
     d.engine.reset();
     Report(ready_fd, s);
@@ -319,6 +385,11 @@ void SignalLoop(Daemon& d) {
 }
 
 }  // namespace
+
+Status CheckFrontend(const std::string& frontend) {
+  if (frontend == "auto" || frontend == "nbd" || frontend == "socket") return Status::Ok();
+  return Status::InvalidArgument("unknown front end '" + frontend + "' (use auto, nbd or socket)");
+}
 
 Status LaunchDaemon(const DaemonSpec& spec) {
   CACHECORE_RETURN_IF_ERROR(MakeDirs(spec.dirs.StateDir(spec.name), 0700));

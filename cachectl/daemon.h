@@ -19,7 +19,14 @@ struct DaemonSpec {
   bool force = false;
   cachecore::EngineConfig engine;
   std::string tcp_address;  // NBD over TCP only when given
+  // "auto": kernel NBD under /dev/mapper/NAME where the kernel has both,
+  // else the NBD socket alone; "nbd": kernel NBD or fail; "socket": the
+  // NBD socket alone.
+  std::string frontend = "auto";
 };
+
+// Checks a --frontend value; the message lists the valid ones.
+cachecore::Status CheckFrontend(const std::string& frontend);
 
 // Forks the daemon and waits until it serves (OK) or has failed; the
 // failure comes back as the daemon saw it, before anything was served.

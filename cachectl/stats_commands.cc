@@ -133,7 +133,8 @@ int RunList(const std::vector<std::string>& args) {
   po::variables_map vm;
   if (int rc = common.Parse(desc, args, vm, "list"); rc >= 0) return rc;
   Dirs dirs = common.dirs();
-  static const char* kColumns[] = {"name", "state", "mode", "origin", "cache", "dirty_lines", "hit_ratio"};
+  static const char* kColumns[] = {"name", "state", "mode", "origin", "cache", "dirty_lines",
+                                   "hit_ratio", "kernel_device", "dm_device"};
   std::vector<Fields> rows;
   for (const std::string& name : ListCaches(dirs)) {
     bool running = false;
@@ -151,14 +152,15 @@ int RunList(const std::vector<std::string>& args) {
     for (size_t i = 0; i < rows.size(); ++i) std::printf("%s%s", i ? ", " : "", ToJson(rows[i]).c_str());
     std::printf("]\n");
   } else if (vm.count("csv")) {
-    std::printf("name,state,mode,origin,cache,dirty_lines,hit_ratio\n");
+    std::printf("name,state,mode,origin,cache,dirty_lines,hit_ratio,kernel_device,dm_device\n");
     for (const Fields& r : rows) std::printf("%s\n", CsvRow(r).c_str());
   } else {
     std::printf("%-16s %-8s %-12s %-6s %-8s %s -> %s\n", "NAME", "STATE", "MODE", "DIRTY", "HIT", "ORIGIN", "CACHE");
     for (const Fields& r : rows) {
-      std::printf("%-16s %-8s %-12s %-6s %-8s %s -> %s\n", r[0].second.c_str(), r[1].second.c_str(),
-                  r[2].second.c_str(), r[5].second.c_str(), r[6].second.c_str(), r[3].second.c_str(),
-                  r[4].second.c_str());
+      std::string device = r[8].second.empty() ? "(NBD socket)" : r[8].second;
+      std::printf("%-16s %-8s %-12s %-6s %-8s %-18s %s -> %s\n", r[0].second.c_str(), r[1].second.c_str(),
+                  r[2].second.c_str(), r[5].second.c_str(), r[6].second.c_str(), device.c_str(),
+                  r[3].second.c_str(), r[4].second.c_str());
     }
   }
   return 0;

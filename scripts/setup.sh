@@ -11,6 +11,8 @@ packages=(
   libdevmapper-dev
   # NBD clients the interop tests use
   libnbd-bin python3-libnbd qemu-utils fio fuse3 e2fsprogs
+  # the qemu guest with a real kernel (tests/guest)
+  qemu-system-x86 busybox-static kmod cpio xz-utils dmsetup
 )
 missing=()
 for p in "${packages[@]}"; do

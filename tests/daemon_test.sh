@@ -59,6 +59,7 @@ expect 2 "unknown cache mode 'fast'" -- attach --origin "$W/origin.img" --cache 
 expect 2 "unknown size suffix" -- attach --origin "$W/origin.img" --cache "$W/ssd.img" --line-size 64Q
 expect 2 "not a power of two" -- attach --origin "$W/origin.img" --cache "$W/ssd.img" --line-size 3K
 expect 2 "not a valid cache name" -- attach --origin "$W/origin.img" --cache "$W/ssd.img" --name ../x
+expect 2 "unknown front end 'ublk'" -- attach --origin "$W/origin.img" --cache "$W/ssd.img" --frontend ublk
 expect 2 "the option '--origin' is required" -- attach --cache "$W/ssd.img"
 expect 3 "no cache named 'nope'" -- stats nope
 expect 3 "no cache named 'nope'" -- flush nope
@@ -99,7 +100,7 @@ expect 0 "" -- stats vol --csv
 expect 0 "" -- list --json
 grep -q '"name": "vol", "state": "running", "mode": "writeback"' "$W/out" || fail "list --json: $(cat "$W/out")"
 expect 0 "" -- list --csv
-[ "$(head -1 "$W/out")" = "name,state,mode,origin,cache,dirty_lines,hit_ratio" ] || fail "list --csv header"
+[ "$(head -1 "$W/out")" = "name,state,mode,origin,cache,dirty_lines,hit_ratio,kernel_device,dm_device" ] || fail "list --csv header"
 
 echo "== bad input while a cache runs"
 expect 4 "a cache named 'vol' exists already" -- attach --origin "$W/origin2.img" --cache "$W/ssd2.img" --name vol

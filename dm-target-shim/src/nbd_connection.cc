@@ -43,15 +43,15 @@ struct NbdRequest {
 };
 
 NbdConnection::NbdConnection(int fd, NbdBackend* backend, const NbdServerOptions* options,
-                             WorkerPool* pool)
-    : fd_(fd), backend_(backend), options_(options), pool_(pool) {}
+                             WorkerPool* pool, bool handshake)
+    : fd_(fd), handshake_(handshake), backend_(backend), options_(options), pool_(pool) {}
 
 NbdConnection::~NbdConnection() { close(fd_); }
 
 void NbdConnection::Interrupt() { shutdown(fd_, SHUT_RDWR); }
 
 void NbdConnection::Serve() {
-  if (Handshake()) Transmit();
+  if (!handshake_ || Handshake()) Transmit();
   // Requests in flight finish before the connection goes: a client that
   // vanished mid-write still gets its write completed, whole.
   std::unique_lock lock(pool_mu_);

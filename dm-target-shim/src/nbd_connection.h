@@ -20,7 +20,9 @@ struct NbdRequest;
 
 class NbdConnection : public std::enable_shared_from_this<NbdConnection> {
  public:
-  NbdConnection(int fd, NbdBackend* backend, const NbdServerOptions* options, WorkerPool* pool);
+  // handshake: false for a peer that is already past it (the kernel).
+  NbdConnection(int fd, NbdBackend* backend, const NbdServerOptions* options, WorkerPool* pool,
+                bool handshake = true);
   ~NbdConnection();
   // Runs the whole connection on the calling thread; returns when it ends.
   void Serve();
@@ -46,6 +48,7 @@ class NbdConnection : public std::enable_shared_from_this<NbdConnection> {
   Status WriteZeroes(uint64_t offset, uint64_t length, bool fua);
 
   int fd_;
+  bool handshake_;
   NbdBackend* backend_;
   const NbdServerOptions* options_;
   WorkerPool* pool_;

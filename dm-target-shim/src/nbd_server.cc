@@ -61,6 +61,13 @@ class NbdServerImpl : public NbdServer {
 
   uint64_t connections_served() const override { return served_.load(); }
 
+  Status Adopt(int fd) override {
+    std::lock_guard stop_lock(stop_mu_);
+    if (stopped_) return Status::Busy("the NBD server is stopping");
+    StartConnection(fd, /*handshake=*/false);
+    return Status::Ok();
+  }
+
  private:
   struct Running {
     std::shared_ptr<NbdConnection> connection;
@@ -84,9 +91,9 @@ class NbdServerImpl : public NbdServer {
     }
   }
 
-  void StartConnection(int fd) {
+  void StartConnection(int fd, bool handshake = true) {
     ++served_;
-    auto conn = std::make_shared<NbdConnection>(fd, backend_, &options_, &pool_);
+    auto conn = std::make_shared<NbdConnection>(fd, backend_, &options_, &pool_, handshake);
     std::lock_guard lock(mu_);
     connections_.emplace_back();
     Running& r = connections_.back();

@@ -51,6 +51,9 @@ class NbdServer {
   // connection, removes the unix socket. Idempotent.
   virtual void Stop() = 0;
   virtual uint64_t connections_served() const = 0;
+  // Serves an already connected socket whose peer skips the handshake and
+  // sends requests at once (the kernel's NBD client). Takes the fd.
+  virtual Status Adopt(int fd) = 0;
 };
 
 // Maximum payload of one request; larger requests end the connection.

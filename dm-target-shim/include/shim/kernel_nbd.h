@@ -1,0 +1,32 @@
+// KernelNbd: makes the kernel's NBD driver a client of our NBD server, so
+// the cached volume is a block device, /dev/nbdN. A socketpair joins them:
+// one end goes to the kernel through the nbd generic-netlink family (as
+// rbd-nbd and qemu-nbd -c do), the other is served in transmission mode.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "shim/nbd_server.h"
+
+namespace shim {
+
+class KernelNbd {
+ public:
+  // Connects a free /dev/nbdN. kNotSupported when the kernel has no NBD
+  // driver (after trying to load the module).
+  static Result<std::unique_ptr<KernelNbd>> Connect(NbdServer* server, uint64_t size_bytes,
+                                                    uint32_t block_size);
+  ~KernelNbd();  // disconnects if still connected
+  const std::string& device() const { return device_; }
+  // Asks the kernel to let go of the device; idempotent.
+  Status Disconnect();
+
+ private:
+  KernelNbd(int index, std::string device) : index_(index), device_(std::move(device)) {}
+  int index_;
+  std::string device_;
+  bool connected_ = true;
+};
+
+}  // namespace shim

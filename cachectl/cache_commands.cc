@@ -1,5 +1,6 @@
 // attach, start, stop, detach, flush, set: the commands that start a cache's
 // daemon or ask it to change something.
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -14,6 +15,7 @@
 #include "commands.h"
 #include "control.h"
 #include "daemon.h"
+#include "shim/dm_device.h"
 
 namespace cachectl {
 
@@ -34,9 +36,21 @@ Status CheckDevices(const Dirs& dirs, const std::string& origin, const std::stri
   if (stat(origin.c_str(), &so) != 0) return Status::NotFound("origin " + origin + " does not exist");
   if (stat(cache.c_str(), &sc) != 0) return Status::NotFound("cache " + cache + " does not exist");
   if (SameDevice(so, sc)) return Status::InvalidArgument("origin and cache are the same device (" + origin + ")");
+  if (S_ISBLK(so.st_mode) && !shim::DmNameOf(origin)) {
+    // Only a device-mapper volume can be interposed while in use.
+    int fd = open(origin.c_str(), O_RDONLY | O_EXCL | O_CLOEXEC);
+    if (fd < 0 && errno == EBUSY) {
+      return Status::Busy(origin + " is in use (mounted?) and is not a device-mapper volume, so it "
+                          "cannot be cached online: unmount it, attach, then mount /dev/mapper/NAME");
+    }
+    if (fd >= 0) close(fd);
+  }
   for (const std::string& other : ListCaches(dirs)) {
     Result<CacheConfig> c = LoadConfig(dirs.ConfigFile(other));
     if (!c.ok()) continue;
+    if (auto vol = shim::DmNameOf(origin); vol && c.value()["online_volume"] == *vol) {
+      return Status::Busy("/dev/mapper/" + *vol + " is cached already, by cache '" + other + "'");
+    }
     for (const char* role : {"origin", "cache"}) {
       struct stat st {};
       if (stat(c.value()[role].c_str(), &st) != 0) continue;
@@ -94,7 +108,8 @@ int Attach(const std::vector<std::string>& args) {
       ("force", "replace a cache device that holds another (clean) cache");
   po::variables_map vm;
   if (int rc = common.Parse(desc, args, vm, "attach"); rc >= 0) return rc;
-  if (name.empty()) name = NameFromPath(origin);
+  std::optional<std::string> volume = shim::DmNameOf(origin);
+  if (name.empty()) name = volume ? *volume : NameFromPath(origin);
   Result<CacheMode> mode = ParseCacheMode(mode_text);
   Result<uint64_t> line = ParseSize(line_text);
   for (const Status& s : {CheckName(name), mode.status(), line.status(), CheckFrontend(frontend)}) {
@@ -118,6 +133,16 @@ int Attach(const std::vector<std::string>& args) {
   spec.engine.line_size = static_cast<uint32_t>(line.value());
   spec.tcp_address = tcp;
   spec.frontend = frontend;
+  if (volume) {
+    // Online: the volume keeps its name and its users; a hidden device
+    // with its current table becomes the origin.
+    Result<shim::DmTable> table = shim::GetTable(*volume);
+    if (!table.ok()) return Fail(ExitCodeOf(table.status()), "attach: " + table.status().message());
+    if (frontend == "socket") return Fail(2, "attach: an online volume needs a kernel front end (not --frontend socket)");
+    spec.online_volume = *volume;
+    spec.online_table = shim::EncodeTable(table.value());
+    spec.origin = "/dev/mapper/" + HiddenOriginName(name);
+  }
   Status launched = LaunchDaemon(spec);
   if (!launched.ok()) {
     std::error_code ec;
@@ -126,7 +151,8 @@ int Attach(const std::vector<std::string>& args) {
   }
   CacheConfig config{{"origin", spec.origin}, {"cache", spec.cache},
                      {"line_size", std::to_string(spec.engine.line_size)}, {"nbd_tcp", tcp},
-                     {"frontend", frontend}};
+                     {"frontend", frontend}, {"online_volume", spec.online_volume},
+                     {"online_table", spec.online_table}};
   Status saved = SaveConfig(dirs.ConfigFile(name), config);
   if (!saved.ok()) return Fail(kExitIoFailure, "attach: " + saved.message());
   std::printf("attached %s: %s cached on %s, %s, %s lines\n", name.c_str(), spec.origin.c_str(),
@@ -144,6 +170,8 @@ int StartOne(const Dirs& dirs, const std::string& name, const std::string& front
   spec.origin = config.value()["origin"];
   spec.cache = config.value()["cache"];
   spec.tcp_address = config.value()["nbd_tcp"];
+  spec.online_volume = config.value()["online_volume"];
+  spec.online_table = config.value()["online_table"];
   spec.frontend = frontend_override.empty() ? config.value()["frontend"] : frontend_override;
   if (spec.frontend.empty()) spec.frontend = "auto";
   Status s = LaunchDaemon(spec);

@@ -47,6 +47,7 @@ struct Daemon {
   std::unique_ptr<shim::NbdServer> nbd;
   std::unique_ptr<shim::KernelNbd> kernel;  // /dev/nbdN, when the kernel front end runs
   bool dm_created = false;                  // /dev/mapper/NAME over it
+  bool online_swapped = false;              // the online volume points at /dev/nbdN
   std::string frontend_note;                // what the daemon chose, for stats
   int control_fd = -1;
 
@@ -58,15 +59,35 @@ struct Daemon {
   Status stop_status;
 };
 
+// The kernel device's logical block size: 512, like the disks and volumes
+// it stands in for. A larger one would change the volume's geometry under
+// a mounted filesystem (ext4 with 1 KiB blocks cannot live on 4 KiB sectors).
+constexpr uint32_t kKernelBlockSize = 512;
+
+// Online attach: the volume in use is reloaded to point at /dev/nbdN.
+Status SwapInOnline(Daemon& d) {
+  uint64_t size = d.engine->identity().origin_size;
+  auto kernel = shim::KernelNbd::Connect(d.nbd.get(), size, kKernelBlockSize);
+  if (!kernel.ok()) return kernel.status();
+  shim::DmTable cached{{0, size / 512, "linear", kernel.value()->device() + " 0"}};
+  CACHECORE_RETURN_IF_ERROR(shim::SwapTable(d.spec.online_volume, cached, nullptr));
+  d.kernel = std::move(kernel.value());
+  d.online_swapped = true;
+  d.frontend_note = "nbd";
+  Log("info", "online: /dev/mapper/" + d.spec.online_volume + " now goes through " + d.kernel->device());
+  return Status::Ok();
+}
+
 // The kernel front end: /dev/nbdN through netlink, /dev/mapper/NAME over it.
 Status StartKernelFrontEnd(Daemon& d) {
   const std::string& want = d.spec.frontend;
+  if (!d.spec.online_volume.empty()) return SwapInOnline(d);
   if (want == "socket") {
     d.frontend_note = "socket";
     return Status::Ok();
   }
   uint64_t size = d.engine->identity().origin_size;
-  auto kernel = shim::KernelNbd::Connect(d.nbd.get(), size, 4096);
+  auto kernel = shim::KernelNbd::Connect(d.nbd.get(), size, kKernelBlockSize);
   Status s = kernel.status();
   if (s.ok()) {
     s = shim::CreateLinearDevice(d.spec.name, kernel.value()->device(), size / 512);
@@ -87,6 +108,16 @@ Status StartKernelFrontEnd(Daemon& d) {
 // Undoes StartKernelFrontEnd; kBusy (and nothing changed) while the
 // device is in use.
 Status StopKernelFrontEnd(Daemon& d) {
+  if (d.online_swapped) {
+    // With the volume suspended nothing new arrives: flush, then give it
+    // back its own table. On any failure it keeps the cached one.
+    Result<shim::DmTable> original = shim::DecodeTable(d.spec.online_table);
+    if (!original.ok()) return original.status();
+    CACHECORE_RETURN_IF_ERROR(shim::SwapTable(d.spec.online_volume, original.value(),
+                                              [&] { return d.engine->Flush(); }));
+    d.online_swapped = false;
+    Log("info", "online: /dev/mapper/" + d.spec.online_volume + " has its own table again");
+  }
   if (d.dm_created) {
     CACHECORE_RETURN_IF_ERROR(shim::RemoveDevice(d.spec.name));
     d.dm_created = false;
@@ -99,6 +130,11 @@ Status StopKernelFrontEnd(Daemon& d) {
 }
 
 Status Open(Daemon& d) {
+  if (!d.spec.online_volume.empty() && !shim::DeviceExists(HiddenOriginName(d.spec.name))) {
+    Result<shim::DmTable> table = shim::DecodeTable(d.spec.online_table);
+    if (!table.ok()) return table.status();
+    CACHECORE_RETURN_IF_ERROR(shim::CreateDevice(HiddenOriginName(d.spec.name), table.value()));
+  }
   auto origin = OpenAioDevice(d.spec.origin);
   if (!origin.ok()) return origin.status();
   auto cache = OpenAioDevice(d.spec.cache);
@@ -176,7 +212,9 @@ void SendStats(int fd, Daemon& d) {
   kv("mode", CacheModeName(d.engine->mode()));
   kv("frontend", d.frontend_note);
   kv("kernel_device", d.kernel ? d.kernel->device() : "");
-  kv("dm_device", d.dm_created ? "/dev/mapper/" + d.spec.name : "");
+  kv("dm_device", d.dm_created       ? "/dev/mapper/" + d.spec.name
+                  : d.online_swapped ? "/dev/mapper/" + d.spec.online_volume
+                                     : "");
   num("line_size", d.engine->line_size());
   EngineConfig now = d.engine->settings();
   num("seq_cutoff", now.sequential_cutoff);
@@ -338,6 +376,8 @@ void SignalLoop(Daemon& d) {
     (void)StopKernelFrontEnd(d);
     if (d.nbd) d.nbd->Stop();
     d.engine.reset();
+    d.origin.reset();
+    if (!spec.online_volume.empty()) (void)shim::RemoveDevice(HiddenOriginName(spec.name));
     Report(ready_fd, s);
     _exit(1);
   }
@@ -370,6 +410,9 @@ void SignalLoop(Daemon& d) {
     d.cache.reset();
     d.origin.reset();
   }
+  if (!spec.online_volume.empty() && !d.online_swapped) {
+    (void)shim::RemoveDevice(HiddenOriginName(spec.name));
+  }
   shutdown(d.control_fd, SHUT_RDWR);
   unlink(spec.dirs.ControlSocket(spec.name).c_str());
   unlink((spec.dirs.RunDir(spec.name) + "/pid").c_str());
@@ -385,6 +428,8 @@ void SignalLoop(Daemon& d) {
 }
 
 }  // namespace
+
+std::string HiddenOriginName(const std::string& cache_name) { return "cachectl-origin-" + cache_name; }
 
 Status CheckFrontend(const std::string& frontend) {
   if (frontend == "auto" || frontend == "nbd" || frontend == "socket") return Status::Ok();

@@ -23,7 +23,15 @@ struct DaemonSpec {
   // else the NBD socket alone; "nbd": kernel NBD or fail; "socket": the
   // NBD socket alone.
   std::string frontend = "auto";
+  // Online attach to a device-mapper volume in use: its name and the table
+  // it had. The engine's origin is a hidden device with that table; the
+  // volume is reloaded to point at the cached device, and back at detach.
+  std::string online_volume;
+  std::string online_table;
 };
+
+// The hidden device that holds an online volume's original table.
+std::string HiddenOriginName(const std::string& cache_name);
 
 // Checks a --frontend value; the message lists the valid ones.
 cachecore::Status CheckFrontend(const std::string& frontend);

@@ -1,0 +1,88 @@
+#!/bin/sh
+# Runs inside the guest: online attach to a device-mapper volume that is
+# mounted and being written, for write-through and write-back. The writer
+# goes on through attach, use, flush and detach and never sees an error;
+# then e2fsck is clean and every file it wrote matches its checksum. Bad
+# input at the kernel level leaves every table as it was.
+set -eu
+fail() { echo "FAIL: $*"; exit 1; }
+modprobe loop
+modprobe ext4
+modprobe dm-mod
+mkdir -p /data /mnt /plain
+mount -t tmpfs -o size=700M tmpfs /data
+export CACHECTL_RUN_DIR=/run/cachectl CACHECTL_STATE_DIR=/data/state
+
+writer() {  # writes files and their checksums until /data/stop appears
+  n=0
+  while [ ! -e /data/stop ]; do
+    n=$((n + 1))
+    if ! dd if=/dev/urandom of=/mnt/w$n bs=16k count=8 2>/dev/null; then echo "write $n" >> /data/writer.err; fi
+    (cd /mnt && sha256sum w$n >> /data/wsums) || echo "sum $n" >> /data/writer.err
+    cat /mnt/w$((n / 2 + 1)) > /dev/null 2>&1 || echo "read $n" >> /data/writer.err
+  done
+}
+
+for mode in writethrough writeback; do
+  echo "== $mode"
+  rm -f /data/stop /data/writer.err /data/wsums
+  truncate -s 256M /data/vol.img
+  truncate -s 64M /data/ssd.img
+  losetup /dev/loop0 /data/vol.img
+  losetup /dev/loop1 /data/ssd.img
+  dmsetup create vol --table "0 524288 linear /dev/loop0 0"
+  before=$(dmsetup table vol)
+  mkfs.ext4 -q /dev/mapper/vol
+  mount /dev/mapper/vol /mnt
+  writer &
+  wpid=$!
+  sleep 1
+  cachectl attach --origin /dev/mapper/vol --cache /dev/loop1 --mode $mode --frontend nbd
+  dmsetup table vol | grep -q " 43:" || fail "the volume does not go through /dev/nbd: $(dmsetup table vol)"
+  dmsetup info cachectl-origin-vol >/dev/null || fail "no hidden origin device"
+  sleep 2
+  echo 3 > /proc/sys/vm/drop_caches
+  (cd /mnt && cat w* > /dev/null)
+  cachectl stats vol --json > /data/stats
+  grep -q '"read_hits": 0,' /data/stats && fail "no read hits: $(cat /data/stats)"
+  grep -q '"dm_device": "/dev/mapper/vol"' /data/stats || fail "stats lacks the volume: $(cat /data/stats)"
+  cachectl flush vol
+  cachectl detach vol
+  [ "$(dmsetup table vol)" = "$before" ] || fail "the volume's table is not back: $(dmsetup table vol)"
+  dmsetup info cachectl-origin-vol >/dev/null 2>&1 && fail "the hidden origin device is still there"
+  sleep 1
+  touch /data/stop
+  wait $wpid
+  [ -e /data/writer.err ] && fail "the writer saw errors: $(cat /data/writer.err)"
+  umount /mnt
+  e2fsck -fn /dev/mapper/vol || fail "e2fsck"
+  mount -o ro /dev/mapper/vol /mnt
+  (cd /mnt && sha256sum -c /data/wsums > /dev/null) || fail "checksums differ"
+  echo "writer wrote $(wc -l < /data/wsums) files, all intact"
+  umount /mnt
+  dmsetup remove vol
+  losetup -d /dev/loop0
+  losetup -d /dev/loop1
+  rm -f /data/vol.img /data/ssd.img
+done
+
+echo "== bad input"
+truncate -s 64M /data/plain.img /data/ssd.img /data/v.img
+losetup /dev/loop2 /data/plain.img
+losetup /dev/loop1 /data/ssd.img
+losetup /dev/loop0 /data/v.img
+mkfs.ext4 -q /dev/loop2
+mount /dev/loop2 /plain
+if cachectl attach --origin /dev/loop2 --cache /dev/loop1 --name plain 2>/data/err; then fail "attached a mounted plain disk"; fi
+grep -q "cannot be cached online: unmount it, attach, then mount /dev/mapper/NAME" /data/err || fail "plain disk: $(cat /data/err)"
+umount /plain
+if cachectl attach --origin /dev/mapper/nope --cache /dev/loop1 2>/data/err; then fail "attached a missing volume"; fi
+grep -q "does not exist" /data/err || fail "missing volume: $(cat /data/err)"
+dmsetup create v --table "0 131072 linear /dev/loop0 0"
+table=$(dmsetup table v)
+cachectl attach --origin /dev/mapper/v --cache /dev/loop1 --frontend nbd >/dev/null
+if cachectl attach --origin /dev/mapper/v --cache /dev/loop2 --name v2 2>/data/err; then fail "attached the same volume twice"; fi
+grep -q "is cached already" /data/err || fail "twice: $(cat /data/err)"
+cachectl detach v >/dev/null
+[ "$(dmsetup table v)" = "$table" ] || fail "the table changed: $(dmsetup table v)"
+echo "online_attach_test: all passed"

@@ -101,8 +101,12 @@ INIT
   (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$cache/base.cpio.gz"
 }
 
+# Several guest tests may start at once (ctest -j): one prepares the cache.
+exec 9>"$cache/lock"
+flock 9
 fetch_kernel
 build_base
+flock -u 9
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 payload=$work/root

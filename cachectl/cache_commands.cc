@@ -78,7 +78,7 @@ void PrintServing(const Dirs& dirs, const std::string& name, CacheMode mode) {
     if (kv.rfind("dm_device=", 0) == 0) dm = kv.substr(10);
     if (kv.rfind("kernel_device=", 0) == 0) kernel = kv.substr(14);
   }
-  if (!dm.empty()) std::printf("  block device: %s (kernel NBD %s)\n", dm.c_str(), kernel.c_str());
+  if (!dm.empty()) std::printf("  block device: %s (over %s)\n", dm.c_str(), kernel.c_str());
   else std::printf("  front end: the NBD socket alone (no kernel NBD or device-mapper here)\n");
   std::printf("  NBD socket: %s (nbd+unix:///%s?socket=%s)\n", dirs.NbdSocket(name).c_str(),
               name.c_str(), dirs.NbdSocket(name).c_str());
@@ -103,8 +103,8 @@ int Attach(const std::vector<std::string>& args) {
       ("mode", po::value(&mode_text), "writethrough (default), writeback, writearound, readonly, passthrough (or wt, wb, wa, ro, pt)")
       ("line-size", po::value(&line_text), "cache line size, 4K to 1M (default 64K)")
       ("nbd-tcp", po::value(&tcp), "also serve NBD on this host:port")
-      ("frontend", po::value(&frontend), "auto (default): kernel NBD as /dev/mapper/NAME where the kernel "
-       "has NBD and device-mapper, else the NBD socket alone; nbd: kernel NBD or fail; socket")
+      ("frontend", po::value(&frontend), "auto (default): ublk, else kernel NBD, as /dev/mapper/NAME where "
+       "the kernel has them and device-mapper, else the NBD socket alone; ublk or nbd: that one or fail; socket")
       ("force", "replace a cache device that holds another (clean) cache");
   po::variables_map vm;
   if (int rc = common.Parse(desc, args, vm, "attach"); rc >= 0) return rc;
@@ -190,7 +190,7 @@ int Start(const std::vector<std::string>& args) {
   std::string name, frontend;
   CommonOptions common;
   po::options_description desc = common.Describe(
-      "cachectl start NAME | --all [--frontend auto|nbd|socket]\n\nexample: cachectl start data");
+      "cachectl start NAME | --all [--frontend auto|ublk|nbd|socket]\n\nexample: cachectl start data");
   desc.add_options()("name", po::value(&name), "cache to start")("all", "start every cache that is not running")
       ("frontend", po::value(&frontend), "override the front end chosen at attach");
   po::variables_map vm;

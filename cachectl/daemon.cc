@@ -20,6 +20,7 @@
 #include "shim/dm_device.h"
 #include "shim/engine_backend.h"
 #include "shim/kernel_nbd.h"
+#include "shim/ublk_device.h"
 #include "shim/socket_io.h"
 
 namespace cachectl {
@@ -45,7 +46,7 @@ struct Daemon {
   std::unique_ptr<Engine> engine;
   std::unique_ptr<shim::EngineBackend> backend;
   std::unique_ptr<shim::NbdServer> nbd;
-  std::unique_ptr<shim::KernelNbd> kernel;  // /dev/nbdN, when the kernel front end runs
+  std::unique_ptr<shim::KernelDevice> kernel;  // /dev/ublkbN or /dev/nbdN, when one runs
   bool dm_created = false;                  // /dev/mapper/NAME over it
   bool online_swapped = false;              // the online volume points at /dev/nbdN
   std::string frontend_note;                // what the daemon chose, for stats
@@ -64,21 +65,46 @@ struct Daemon {
 // a mounted filesystem (ext4 with 1 KiB blocks cannot live on 4 KiB sectors).
 constexpr uint32_t kKernelBlockSize = 512;
 
-// Online attach: the volume in use is reloaded to point at /dev/nbdN.
+// A kernel block device for the engine: ublk (auto prefers it), else
+// kernel NBD. The note says which, for stats.
+Result<std::unique_ptr<shim::KernelDevice>> ConnectKernelDevice(Daemon& d, std::string* note) {
+  uint64_t size = d.engine->identity().origin_size;
+  const std::string& want = d.spec.frontend;
+  Status ublk_status = Status::NotSupported("not asked for");
+  if (want == "ublk" || want == "auto") {
+    auto u = shim::UblkDevice::Start(d.backend.get(), size);
+    if (u.ok() || want == "ublk") {
+      *note = "ublk";
+      if (!u.ok()) return u.status();
+      return std::unique_ptr<shim::KernelDevice>(std::move(u.value()));
+    }
+    ublk_status = u.status();
+  }
+  auto n = shim::KernelNbd::Connect(d.nbd.get(), size, kKernelBlockSize);
+  if (!n.ok()) {
+    return Status(want == "auto" ? Status::NotSupported(ublk_status.message() + "; " + n.status().message())
+                                 : n.status());
+  }
+  *note = "nbd";
+  return std::unique_ptr<shim::KernelDevice>(std::move(n.value()));
+}
+
+// Online attach: the volume in use is reloaded to point at the kernel device.
 Status SwapInOnline(Daemon& d) {
   uint64_t size = d.engine->identity().origin_size;
-  auto kernel = shim::KernelNbd::Connect(d.nbd.get(), size, kKernelBlockSize);
+  std::string note;
+  auto kernel = ConnectKernelDevice(d, &note);
   if (!kernel.ok()) return kernel.status();
   shim::DmTable cached{{0, size / 512, "linear", kernel.value()->device() + " 0"}};
   CACHECORE_RETURN_IF_ERROR(shim::SwapTable(d.spec.online_volume, cached, nullptr));
   d.kernel = std::move(kernel.value());
   d.online_swapped = true;
-  d.frontend_note = "nbd";
+  d.frontend_note = note;
   Log("info", "online: /dev/mapper/" + d.spec.online_volume + " now goes through " + d.kernel->device());
   return Status::Ok();
 }
 
-// The kernel front end: /dev/nbdN through netlink, /dev/mapper/NAME over it.
+// The kernel front end: a kernel device, /dev/mapper/NAME over it.
 Status StartKernelFrontEnd(Daemon& d) {
   const std::string& want = d.spec.frontend;
   if (!d.spec.online_volume.empty()) return SwapInOnline(d);
@@ -87,19 +113,20 @@ Status StartKernelFrontEnd(Daemon& d) {
     return Status::Ok();
   }
   uint64_t size = d.engine->identity().origin_size;
-  auto kernel = shim::KernelNbd::Connect(d.nbd.get(), size, kKernelBlockSize);
+  std::string note;
+  auto kernel = ConnectKernelDevice(d, &note);
   Status s = kernel.status();
   if (s.ok()) {
     s = shim::CreateLinearDevice(d.spec.name, kernel.value()->device(), size / 512);
     if (s.ok()) {
       d.kernel = std::move(kernel.value());
       d.dm_created = true;
-      d.frontend_note = "nbd";
+      d.frontend_note = note;
       Log("info", "kernel front end: " + d.kernel->device() + " as /dev/mapper/" + d.spec.name);
       return Status::Ok();
     }
   }
-  if (want == "nbd") return s;
+  if (want != "auto") return s;
   d.frontend_note = "socket";  // auto: the socket alone, and say why
   Log("info", "front end: the NBD socket alone (" + s.message() + ")");
   return Status::Ok();
@@ -432,8 +459,10 @@ void SignalLoop(Daemon& d) {
 std::string HiddenOriginName(const std::string& cache_name) { return "cachectl-origin-" + cache_name; }
 
 Status CheckFrontend(const std::string& frontend) {
-  if (frontend == "auto" || frontend == "nbd" || frontend == "socket") return Status::Ok();
-  return Status::InvalidArgument("unknown front end '" + frontend + "' (use auto, nbd or socket)");
+  if (frontend == "auto" || frontend == "ublk" || frontend == "nbd" || frontend == "socket") {
+    return Status::Ok();
+  }
+  return Status::InvalidArgument("unknown front end '" + frontend + "' (use auto, ublk, nbd or socket)");
 }
 
 Status LaunchDaemon(const DaemonSpec& spec) {

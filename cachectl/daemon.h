@@ -19,9 +19,9 @@ struct DaemonSpec {
   bool force = false;
   cachecore::EngineConfig engine;
   std::string tcp_address;  // NBD over TCP only when given
-  // "auto": kernel NBD under /dev/mapper/NAME where the kernel has both,
-  // else the NBD socket alone; "nbd": kernel NBD or fail; "socket": the
-  // NBD socket alone.
+  // "auto": ublk, else kernel NBD, under /dev/mapper/NAME where the kernel
+  // has them and device-mapper, else the NBD socket alone; "ublk", "nbd":
+  // that one or fail; "socket": the NBD socket alone.
   std::string frontend = "auto";
   // Online attach to a device-mapper volume in use: its name and the table
   // it had. The engine's origin is a hidden device with that table; the

@@ -12,7 +12,7 @@ packages=(
   # NBD clients the interop tests use
   libnbd-bin python3-libnbd qemu-utils fio fuse3 e2fsprogs
   # the qemu guest with a real kernel (tests/guest)
-  qemu-system-x86 busybox-static kmod cpio xz-utils dmsetup
+  qemu-system-x86 busybox-static kmod cpio xz-utils dmsetup liburing-dev
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -59,7 +59,7 @@ expect 2 "unknown cache mode 'fast'" -- attach --origin "$W/origin.img" --cache 
 expect 2 "unknown size suffix" -- attach --origin "$W/origin.img" --cache "$W/ssd.img" --line-size 64Q
 expect 2 "not a power of two" -- attach --origin "$W/origin.img" --cache "$W/ssd.img" --line-size 3K
 expect 2 "not a valid cache name" -- attach --origin "$W/origin.img" --cache "$W/ssd.img" --name ../x
-expect 2 "unknown front end 'ublk'" -- attach --origin "$W/origin.img" --cache "$W/ssd.img" --frontend ublk
+expect 2 "unknown front end 'fuse'" -- attach --origin "$W/origin.img" --cache "$W/ssd.img" --frontend fuse
 expect 2 "the option '--origin' is required" -- attach --cache "$W/ssd.img"
 expect 3 "no cache named 'nope'" -- stats nope
 expect 3 "no cache named 'nope'" -- flush nope

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Runs inside the guest: online attach to a device-mapper volume that is
-# mounted and being written, for write-through and write-back. The writer
+# mounted and being written, over ublk and kernel NBD, in write-through
+# and write-back. The writer
 # goes on through attach, use, flush and detach and never sees an error;
 # then e2fsck is clean and every file it wrote matches its checksum. Bad
 # input at the kernel level leaves every table as it was.
@@ -23,8 +24,9 @@ writer() {  # writes files and their checksums until /data/stop appears
   done
 }
 
+for frontend in ublk nbd; do
 for mode in writethrough writeback; do
-  echo "== $mode"
+  echo "== $frontend, $mode"
   rm -f /data/stop /data/writer.err /data/wsums
   truncate -s 256M /data/vol.img
   truncate -s 64M /data/ssd.img
@@ -37,8 +39,9 @@ for mode in writethrough writeback; do
   writer &
   wpid=$!
   sleep 1
-  cachectl attach --origin /dev/mapper/vol --cache /dev/loop1 --mode $mode --frontend nbd
-  dmsetup table vol | grep -q " 43:" || fail "the volume does not go through /dev/nbd: $(dmsetup table vol)"
+  cachectl attach --origin /dev/mapper/vol --cache /dev/loop1 --mode $mode --frontend $frontend
+  dmsetup table vol | grep -q "linear" || fail "no table: $(dmsetup table vol)"
+  [ "$(dmsetup table vol)" != "$before" ] || fail "the volume does not go through the cache"
   dmsetup info cachectl-origin-vol >/dev/null || fail "no hidden origin device"
   sleep 2
   echo 3 > /proc/sys/vm/drop_caches
@@ -64,6 +67,7 @@ for mode in writethrough writeback; do
   losetup -d /dev/loop0
   losetup -d /dev/loop1
   rm -f /data/vol.img /data/ssd.img
+done
 done
 
 echo "== bad input"

@@ -7,20 +7,21 @@
 #include <memory>
 #include <string>
 
+#include "shim/kernel_device.h"
 #include "shim/nbd_server.h"
 
 namespace shim {
 
-class KernelNbd {
+class KernelNbd : public KernelDevice {
  public:
   // Connects a free /dev/nbdN. kNotSupported when the kernel has no NBD
   // driver (after trying to load the module).
   static Result<std::unique_ptr<KernelNbd>> Connect(NbdServer* server, uint64_t size_bytes,
                                                     uint32_t block_size);
-  ~KernelNbd();  // disconnects if still connected
-  const std::string& device() const { return device_; }
+  ~KernelNbd() override;  // disconnects if still connected
+  const std::string& device() const override { return device_; }
   // Asks the kernel to let go of the device; idempotent.
-  Status Disconnect();
+  Status Disconnect() override;
 
  private:
   KernelNbd(int index, std::string device) : index_(index), device_(std::move(device)) {}

@@ -1,7 +1,7 @@
 #!/bin/sh
 # Runs inside the guest (tests/guest/guest.sh): the cached volume as a
-# kernel block device. For write-through and write-back: attach with the
-# kernel NBD front end, /dev/mapper/vol appears; ext4 on it, files with
+# kernel block device. For ublk and kernel NBD, write-through and
+# write-back: attach, /dev/mapper/vol appears over the kernel device; ext4 on it, files with
 # recorded checksums; stop is refused while mounted; unmount, detach; the
 # origin alone passes e2fsck and holds every file.
 set -eu
@@ -12,13 +12,14 @@ mkdir -p /data /mnt
 mount -t tmpfs -o size=700M tmpfs /data
 export CACHECTL_RUN_DIR=/run/cachectl CACHECTL_STATE_DIR=/data/state
 
+for frontend in ublk nbd; do
 for mode in writethrough writeback; do
-  echo "== $mode"
+  echo "== $frontend, $mode"
   truncate -s 256M /data/origin.img
   truncate -s 64M /data/ssd.img
   losetup /dev/loop0 /data/origin.img
   losetup /dev/loop1 /data/ssd.img
-  cachectl attach --origin /dev/loop0 --cache /dev/loop1 --name vol --mode $mode --frontend nbd
+  cachectl attach --origin /dev/loop0 --cache /dev/loop1 --name vol --mode $mode --frontend $frontend
   [ -b /dev/mapper/vol ] || fail "/dev/mapper/vol is missing"
   cachectl list | grep -q "/dev/mapper/vol" || fail "list does not show the dm device"
   mkfs.ext4 -q /dev/mapper/vol
@@ -37,7 +38,8 @@ for mode in writethrough writeback; do
   umount /mnt
   cachectl stats vol --json > /data/stats
   grep -q '"read_hits": 0,' /data/stats && fail "no read hits: $(cat /data/stats)"
-  grep -q '"kernel_device": "/dev/nbd' /data/stats || fail "stats lacks the kernel device"
+  grep -q "\"frontend\": \"$frontend\"" /data/stats || fail "front end: $(cat /data/stats)"
+  grep -q '"kernel_device": "/dev/\(nbd\|ublkb\)' /data/stats || fail "stats lacks the kernel device"
   cachectl detach vol
   [ -e /dev/mapper/vol ] && fail "/dev/mapper/vol is still there after detach"
   losetup -d /dev/loop0
@@ -50,4 +52,5 @@ for mode in writethrough writeback; do
   losetup -d /dev/loop2
   rm -f /data/origin.img /data/ssd.img
 done
-echo "kernel_nbd_test: all passed"
+done
+echo "kernel_device_test: all passed"

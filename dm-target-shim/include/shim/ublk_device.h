@@ -1,0 +1,31 @@
+// UblkDevice: the cached volume as /dev/ublkbN through the kernel's ublk
+// driver (Linux 6.0 and later): io_uring commands on /dev/ublk-control to
+// add, configure, start, stop and delete the device, and one queue thread
+// per hardware queue that fetches requests, runs them on the backend and
+// commits the results.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "shim/kernel_device.h"
+#include "shim/nbd_server.h"
+
+namespace shim {
+
+class UblkDevice : public KernelDevice {
+ public:
+  // kNotSupported when the kernel has no ublk (after trying the module).
+  static Result<std::unique_ptr<UblkDevice>> Start(NbdBackend* backend, uint64_t size_bytes);
+  ~UblkDevice() override;
+  const std::string& device() const override;
+  Status Disconnect() override;  // stops and deletes the device
+
+  struct Impl;
+
+ private:
+  explicit UblkDevice(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace shim

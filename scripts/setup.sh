@@ -8,11 +8,11 @@ cd "$(dirname "$0")/.."
 packages=(
   build-essential cmake pkg-config ccache zstd
   librocksdb-dev libaio-dev libboost-program-options-dev libgtest-dev libzstd-dev
-  libdevmapper-dev
+  libdevmapper-dev liburing-dev
   # NBD clients the interop tests use
   libnbd-bin python3-libnbd qemu-utils fio fuse3 e2fsprogs
   # the qemu guest with a real kernel (tests/guest)
-  qemu-system-x86 busybox-static kmod cpio xz-utils dmsetup liburing-dev
+  qemu-system-x86 busybox-static kmod cpio xz-utils dmsetup
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -65,19 +65,40 @@ struct Daemon {
 // a mounted filesystem (ext4 with 1 KiB blocks cannot live on 4 KiB sectors).
 constexpr uint32_t kKernelBlockSize = 512;
 
+std::string UblkIdFile(const Daemon& d) { return d.spec.dirs.StateDir(d.spec.name) + "/ublk-id"; }
+
+// The ublk device a dead daemon of this cache left behind, if it said so.
+int LeftUblkId(const Daemon& d) {
+  FILE* f = std::fopen(UblkIdFile(d).c_str(), "r");
+  if (f == nullptr) return -1;
+  int id = -1;
+  if (std::fscanf(f, "%d", &id) != 1) id = -1;
+  std::fclose(f);
+  return id;
+}
+
 // A kernel block device for the engine: ublk (auto prefers it), else
-// kernel NBD. The note says which, for stats.
-Result<std::unique_ptr<shim::KernelDevice>> ConnectKernelDevice(Daemon& d, std::string* note) {
+// kernel NBD. The note says which, for stats. `recovered`: a ublk device
+// a dead daemon left was taken back (its users never saw it go).
+Result<std::unique_ptr<shim::KernelDevice>> ConnectKernelDevice(Daemon& d, std::string* note,
+                                                                bool* recovered) {
   uint64_t size = d.engine->identity().origin_size;
   const std::string& want = d.spec.frontend;
   Status ublk_status = Status::NotSupported("not asked for");
+  *recovered = false;
   if (want == "ublk" || want == "auto") {
-    auto u = shim::UblkDevice::Start(d.backend.get(), size);
-    if (u.ok() || want == "ublk") {
+    auto u = shim::UblkDevice::Start(d.backend.get(), size, LeftUblkId(d));
+    if (u.ok()) {
       *note = "ublk";
-      if (!u.ok()) return u.status();
+      *recovered = u.value()->recovered();
+      if (FILE* f = std::fopen(UblkIdFile(d).c_str(), "w")) {
+        std::fprintf(f, "%d\n", u.value()->id());
+        std::fclose(f);
+      }
+      if (*recovered) Log("info", "took back " + u.value()->device() + " from a daemon that died");
       return std::unique_ptr<shim::KernelDevice>(std::move(u.value()));
     }
+    if (want == "ublk") return u.status();
     ublk_status = u.status();
   }
   auto n = shim::KernelNbd::Connect(d.nbd.get(), size, kKernelBlockSize);
@@ -93,10 +114,13 @@ Result<std::unique_ptr<shim::KernelDevice>> ConnectKernelDevice(Daemon& d, std::
 Status SwapInOnline(Daemon& d) {
   uint64_t size = d.engine->identity().origin_size;
   std::string note;
-  auto kernel = ConnectKernelDevice(d, &note);
+  bool recovered = false;
+  auto kernel = ConnectKernelDevice(d, &note, &recovered);
   if (!kernel.ok()) return kernel.status();
-  shim::DmTable cached{{0, size / 512, "linear", kernel.value()->device() + " 0"}};
-  CACHECORE_RETURN_IF_ERROR(shim::SwapTable(d.spec.online_volume, cached, nullptr));
+  if (!recovered) {  // a recovered device is the one the volume points at already
+    shim::DmTable cached{{0, size / 512, "linear", kernel.value()->device() + " 0"}};
+    CACHECORE_RETURN_IF_ERROR(shim::SwapTable(d.spec.online_volume, cached, nullptr));
+  }
   d.kernel = std::move(kernel.value());
   d.online_swapped = true;
   d.frontend_note = note;
@@ -114,10 +138,13 @@ Status StartKernelFrontEnd(Daemon& d) {
   }
   uint64_t size = d.engine->identity().origin_size;
   std::string note;
-  auto kernel = ConnectKernelDevice(d, &note);
+  bool recovered = false;
+  auto kernel = ConnectKernelDevice(d, &note, &recovered);
   Status s = kernel.status();
   if (s.ok()) {
-    s = shim::CreateLinearDevice(d.spec.name, kernel.value()->device(), size / 512);
+    s = recovered && shim::DeviceExists(d.spec.name)
+            ? Status::Ok()  // /dev/mapper/NAME still points at the device taken back
+            : shim::CreateLinearDevice(d.spec.name, kernel.value()->device(), size / 512);
     if (s.ok()) {
       d.kernel = std::move(kernel.value());
       d.dm_created = true;
@@ -152,6 +179,7 @@ Status StopKernelFrontEnd(Daemon& d) {
   if (d.kernel) {
     CACHECORE_RETURN_IF_ERROR(d.kernel->Disconnect());
     d.kernel.reset();
+    unlink(UblkIdFile(d).c_str());
   }
   return Status::Ok();
 }

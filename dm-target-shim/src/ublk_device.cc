@@ -64,7 +64,7 @@ struct UblkDevice::Impl {
   std::string device;
   std::vector<std::thread> queues;
   std::atomic<int> queues_fetching{0};
-  bool added = false, started = false;
+  bool added = false, started = false, recovered = false;
 
   Status Command(uint32_t op, const char* what, void* buf = nullptr, uint16_t len = 0,
                  uint64_t data0 = 0) {
@@ -95,6 +95,9 @@ struct UblkDevice::Impl {
     info.max_io_buf_bytes = kMaxIo;
     info.dev_id = static_cast<uint32_t>(-1);  // any free id
     info.ublksrv_pid = getpid();
+    // Reissue: requests the dead daemon had taken go to the next one, so a
+    // filesystem above never sees them fail.
+    info.flags = UBLK_F_USER_RECOVERY | UBLK_F_USER_RECOVERY_REISSUE;
     CACHECORE_RETURN_IF_ERROR(Command(UBLK_CMD_ADD_DEV, "add", &info, sizeof(info)));
     added = true;
     device = "/dev/ublkb" + std::to_string(info.dev_id);
@@ -197,9 +200,33 @@ struct UblkDevice::Impl {
     if (char_fd < 0) return Errno("cannot open " + cdev, errno);
     for (uint16_t q = 0; q < kQueues; ++q) queues.emplace_back([this, q] { Queue(q); });
     while (queues_fetching.load() < kQueues) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    // START_DEV returns once every tag of every queue has fetched.
-    CACHECORE_RETURN_IF_ERROR(Command(UBLK_CMD_START_DEV, "start", nullptr, 0, static_cast<uint64_t>(getpid())));
+    // START_DEV (END_USER_RECOVERY when taking a device back) returns once
+    // every tag of every queue has fetched.
+    uint32_t op = recovered ? UBLK_CMD_END_USER_RECOVERY : UBLK_CMD_START_DEV;
+    CACHECORE_RETURN_IF_ERROR(Command(op, recovered ? "end recovery" : "start", nullptr, 0,
+                                      static_cast<uint64_t>(getpid())));
     started = true;
+    return Status::Ok();
+  }
+
+  // Takes back /dev/ublkb<id> when a dead daemon left it quiesced. OK and
+  // recovered == false when there is nothing to take back.
+  Status Recover(int id) {
+    ublksrv_ctrl_dev_info probe{};
+    info.dev_id = static_cast<uint32_t>(id);
+    if (!Command(UBLK_CMD_GET_DEV_INFO, "get info", &probe, sizeof(probe)).ok() ||
+        probe.state != UBLK_S_DEV_QUIESCED) {
+      info = ublksrv_ctrl_dev_info{};
+      return Status::Ok();
+    }
+    if (probe.nr_hw_queues != kQueues || probe.queue_depth != kDepth) {
+      return Status::Mismatch("/dev/ublkb" + std::to_string(id) + " has another queue layout");
+    }
+    info = probe;
+    CACHECORE_RETURN_IF_ERROR(Command(UBLK_CMD_START_USER_RECOVERY, "start recovery"));
+    added = true;
+    recovered = true;
+    device = "/dev/ublkb" + std::to_string(id);
     return Status::Ok();
   }
 
@@ -229,12 +256,17 @@ UblkDevice::~UblkDevice() { (void)Disconnect(); }
 const std::string& UblkDevice::device() const { return impl_->device; }
 Status UblkDevice::Disconnect() { return impl_->End(); }
 
-Result<std::unique_ptr<UblkDevice>> UblkDevice::Start(NbdBackend* backend, uint64_t size_bytes) {
+int UblkDevice::id() const { return static_cast<int>(impl_->info.dev_id); }
+bool UblkDevice::recovered() const { return impl_->recovered; }
+
+Result<std::unique_ptr<UblkDevice>> UblkDevice::Start(NbdBackend* backend, uint64_t size_bytes,
+                                                      int recover_id) {
   auto impl = std::make_unique<Impl>();
   impl->backend = backend;
   impl->size = size_bytes;
   Status s = impl->Open();
-  if (s.ok()) s = impl->Add();
+  if (s.ok() && recover_id >= 0) s = impl->Recover(recover_id);
+  if (s.ok() && !impl->recovered) s = impl->Add();
   if (s.ok()) s = impl->Begin();
   if (!s.ok()) {
     (void)impl->End();

@@ -16,7 +16,15 @@ namespace shim {
 class UblkDevice : public KernelDevice {
  public:
   // kNotSupported when the kernel has no ublk (after trying the module).
-  static Result<std::unique_ptr<UblkDevice>> Start(NbdBackend* backend, uint64_t size_bytes);
+  // The device is added with user recovery: if its daemon dies, the kernel
+  // holds its I/O until a new daemon takes the device back.
+  //
+  // recover_id >= 0: first try to take back /dev/ublkb<recover_id>, left by
+  // a daemon that died; a fresh device is added when there is none to take.
+  static Result<std::unique_ptr<UblkDevice>> Start(NbdBackend* backend, uint64_t size_bytes,
+                                                   int recover_id = -1);
+  int id() const;
+  bool recovered() const;  // true when Start took an existing device back
   ~UblkDevice() override;
   const std::string& device() const override;
   Status Disconnect() override;  // stops and deletes the device

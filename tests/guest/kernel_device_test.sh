@@ -1,6 +1,6 @@
 #!/bin/sh
 # Runs inside the guest (tests/guest/guest.sh): the cached volume as a
-# kernel block device. For ublk and kernel NBD, write-through and
+# kernel block device. For ublk and kernel NBD (netlink and ioctls), write-through and
 # write-back: attach, /dev/mapper/vol appears over the kernel device; ext4 on it, files with
 # recorded checksums; stop is refused while mounted; unmount, detach; the
 # origin alone passes e2fsck and holds every file.
@@ -12,14 +12,16 @@ mkdir -p /data /mnt
 mount -t tmpfs -o size=700M tmpfs /data
 export CACHECTL_RUN_DIR=/run/cachectl CACHECTL_STATE_DIR=/data/state
 
-for frontend in ublk nbd; do
+for frontend in ublk nbd nbd-ioctl; do
 for mode in writethrough writeback; do
   echo "== $frontend, $mode"
   truncate -s 256M /data/origin.img
   truncate -s 64M /data/ssd.img
   losetup /dev/loop0 /data/origin.img
   losetup /dev/loop1 /data/ssd.img
-  cachectl attach --origin /dev/loop0 --cache /dev/loop1 --name vol --mode $mode --frontend $frontend
+  # nbd-ioctl: kernel NBD through its older ioctl interface
+  CACHECTL_NBD_IOCTL=$([ $frontend = nbd-ioctl ] && echo 1 || echo 0) \
+    cachectl attach --origin /dev/loop0 --cache /dev/loop1 --name vol --mode $mode --frontend ${frontend%-ioctl}
   [ -b /dev/mapper/vol ] || fail "/dev/mapper/vol is missing"
   cachectl list | grep -q "/dev/mapper/vol" || fail "list does not show the dm device"
   mkfs.ext4 -q /dev/mapper/vol
@@ -38,7 +40,7 @@ for mode in writethrough writeback; do
   umount /mnt
   cachectl stats vol --json > /data/stats
   grep -q '"read_hits": 0,' /data/stats && fail "no read hits: $(cat /data/stats)"
-  grep -q "\"frontend\": \"$frontend\"" /data/stats || fail "front end: $(cat /data/stats)"
+  grep -q "\"frontend\": \"${frontend%-ioctl}\"" /data/stats || fail "front end: $(cat /data/stats)"
   grep -q '"kernel_device": "/dev/\(nbd\|ublkb\)' /data/stats || fail "stats lacks the kernel device"
   cachectl detach vol
   [ -e /dev/mapper/vol ] && fail "/dev/mapper/vol is still there after detach"

@@ -46,12 +46,17 @@ void MakeMemory(DeviceUnderTest& d) {
   d.device = d.base.get();
 }
 
-void MakeAioFile(DeviceUnderTest& d) {
-  std::string path = d.dir.path() + "/device.img";
+// A sparse file of kSize bytes at `path`.
+void MakeSizedFile(const std::string& path) {
   int fd = open(path.c_str(), O_CREAT | O_RDWR, 0600);
   ASSERT_GE(fd, 0);
   ASSERT_EQ(ftruncate(fd, kSize), 0);
   close(fd);
+}
+
+void MakeAioFile(DeviceUnderTest& d) {
+  std::string path = d.dir.path() + "/device.img";
+  MakeSizedFile(path);
   Result<std::unique_ptr<BlockDevice>> dev = OpenAioDevice(path);
   ASSERT_TRUE(dev.ok()) << dev.status().ToString();
   d.base = std::move(dev.value());
@@ -62,10 +67,7 @@ void MakeAioFile(DeviceUnderTest& d) {
 // Not being able to make one fails the test; it is never skipped.
 void MakeAioLoop(DeviceUnderTest& d) {
   std::string path = d.dir.path() + "/loop.img";
-  int fd = open(path.c_str(), O_CREAT | O_RDWR, 0600);
-  ASSERT_GE(fd, 0);
-  ASSERT_EQ(ftruncate(fd, kSize), 0);
-  close(fd);
+  MakeSizedFile(path);
   FILE* p = popen(("losetup --find --show " + path + " 2>&1").c_str(), "r");
   ASSERT_NE(p, nullptr);
   char line[256] = {};

@@ -16,6 +16,8 @@ cache=$1 script=$2
 shift 2
 binaries=("$@")
 timeout_s=${GUEST_TIMEOUT:-600}
+# Bump when build_base changes, so cached initramfs images are rebuilt.
+base_image=base-v2.cpio.gz
 mkdir -p "$cache"
 cache=$(cd "$cache" && pwd)
 
@@ -55,17 +57,18 @@ CONF
   touch "$cache/kernel.ready"
 }
 
-# Copies a program and the libraries ldd lists into the root at $1.
+# Copies a program into the root at $1 (at path $3, by default its own)
+# and the libraries ldd lists (at their own paths).
 add_program() {
-  local root=$1 prog=$2 lib
-  install -D -m 755 "$prog" "$root/$prog"
+  local root=$1 prog=$2 dest=${3:-$2} lib
+  install -D -m 755 "$prog" "$root/$dest"
   for lib in $(ldd "$prog" 2>/dev/null | grep -o '/[^ ]*'); do
     [ -e "$root/$lib" ] || install -D "$lib" "$root/$lib"
   done
 }
 
 build_base() {
-  [ -f "$cache/base.cpio.gz" ] && return
+  [ -f "$cache/$base_image" ] && return
   local root=$cache/base version
   rm -rf "$root"
   mkdir -p "$root"/{bin,sbin,proc,sys,dev,run,tmp,mnt,etc}
@@ -87,7 +90,7 @@ build_base() {
   cat >"$root/init" <<'INIT'
 #!/bin/busybox sh
 /bin/busybox --install -s /bin
-export PATH=/bin:/sbin:/usr/bin:/usr/sbin DM_DISABLE_UDEV=1
+export PATH=/usr/local/bin:/bin:/sbin:/usr/bin:/usr/sbin DM_DISABLE_UDEV=1
 mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
@@ -98,7 +101,7 @@ echo "GUEST-RESULT: $?" >/dev/console
 poweroff -f
 INIT
   chmod +x "$root/init"
-  (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$cache/base.cpio.gz"
+  (cd "$root" && find . | cpio -o -H newc --quiet | gzip -1) >"$cache/$base_image"
 }
 
 # Several guest tests may start at once (ctest -j): one prepares the cache.
@@ -112,14 +115,13 @@ trap 'rm -rf "$work"' EXIT
 payload=$work/root
 mkdir -p "$payload/test"
 install -m 755 "$script" "$payload/test/run.sh"
+# The project's binaries go to /usr/local/bin, whatever their path here
+# (a build under /tmp would vanish under the guest's own /tmp).
 for b in "${binaries[@]}"; do
-  b=$(readlink -f "$b")
-  add_program "$payload" "$b"
-  mkdir -p "$payload/usr/bin"
-  ln -sf "$b" "$payload/usr/bin/$(basename "$b")"
+  add_program "$payload" "$(readlink -f "$b")" "/usr/local/bin/$(basename "$b")"
 done
 (cd "$payload" && find . | cpio -o -H newc --quiet | gzip -1) >"$work/payload.cpio.gz"
-cat "$cache/base.cpio.gz" "$work/payload.cpio.gz" >"$work/initrd.gz"
+cat "$cache/$base_image" "$work/payload.cpio.gz" >"$work/initrd.gz"
 
 console=$work/console.log
 set +e

@@ -97,6 +97,10 @@ done
 grep -q '"read_hits": 0,' "$W/out" && fail "no read hits after reading the same data twice"
 expect 0 "" -- stats vol --csv
 [ "$(head -1 "$W/out" | cut -d, -f1-3)" = "name,state,mode" ] || fail "stats --csv header: $(head -1 "$W/out")"
+timeout 2.5 "$C" stats vol --csv --watch 1 >"$W/watch" 2>&1
+[ "$(grep -c '^vol,running' "$W/watch")" -ge 2 ] || fail "stats --watch: $(cat "$W/watch")"
+[ "$(grep -c '^name,' "$W/watch")" -eq 1 ] || fail "stats --watch repeated its header"
+expect 2 "positive number of seconds" -- stats vol --watch 0
 expect 0 "" -- list --json
 grep -q '"name": "vol", "state": "running", "mode": "writeback"' "$W/out" || fail "list --json: $(cat "$W/out")"
 expect 0 "" -- list --csv

@@ -89,4 +89,13 @@ if cachectl attach --origin /dev/mapper/v --cache /dev/loop2 --name v2 2>/data/e
 grep -q "is cached already" /data/err || fail "twice: $(cat /data/err)"
 cachectl detach v >/dev/null
 [ "$(dmsetup table v)" = "$table" ] || fail "the table changed: $(dmsetup table v)"
+# A failure partway (here the engine refuses the origin's size) leaves the
+# volume as it was and no hidden device behind.
+dmsetup create odd --table "0 131071 linear /dev/loop0 0"
+table=$(dmsetup table odd)
+if cachectl attach --origin /dev/mapper/odd --cache /dev/loop1 --frontend nbd 2>/data/err; then fail "attached an odd-sized volume"; fi
+grep -q "not a multiple of 4 KiB" /data/err || fail "odd size: $(cat /data/err)"
+[ "$(dmsetup table odd)" = "$table" ] || fail "the odd volume's table changed"
+dmsetup info cachectl-origin-odd >/dev/null 2>&1 && fail "a failed attach left its hidden device"
+dmsetup info odd | grep -q "State: *ACTIVE" || fail "the odd volume is not active: $(dmsetup info odd)"
 echo "online_attach_test: all passed"

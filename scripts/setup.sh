@@ -13,6 +13,8 @@ packages=(
   libnbd-bin python3-libnbd qemu-utils fio fuse3 e2fsprogs
   # the qemu guest with a real kernel (tests/guest)
   qemu-system-x86 busybox-static kmod cpio xz-utils dmsetup
+  # libFuzzer targets (tests/fuzz)
+  clang libclang-rt-14-dev
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -160,7 +160,10 @@ expect 0 "" -- start vol
 io vol -c 'read -P 0x61 32M 4M'
 
 echo "== a cache device with another cache's dirty data"
-expect 0 "" -- attach --origin "$W/origin2.img" --cache "$W/ssd2.img" --name two --mode wb
+port=$((20000 + $$ % 20000))
+expect 0 "" -- attach --origin "$W/origin2.img" --cache "$W/ssd2.img" --name two --mode wb --nbd-tcp 127.0.0.1:$port
+nbdinfo "nbd://127.0.0.1:$port/two" | grep -q "export-size: 268435456" || fail "NBD over TCP on an explicit address"
+grep -q "nbd_tcp=127.0.0.1:$port" "$W/state/two/cache.conf" || fail "the TCP address was not saved"
 io two -c 'write -P 0x77 0 256k'                  # under the sequential cutoff: cached, dirty
 expect 0 "" -- stop two
 rm -rf "$W/state/two"                               # its metadata is gone; its SSD is not

@@ -44,19 +44,19 @@ class StoreTest : public ::testing::Test {
   void Open() {
     MetadataOptions mo;
     mo.create_if_missing = true;
-    mo.env = fs_->env();
+    mo.env = storage_.env.get();
     Result<std::unique_ptr<MetadataStore>> s = MetadataStore::Open(dir_.path() + "/md", mo);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     store_ = std::move(s.value());
   }
   void PowerCut() {
-    fs_->PowerCut();
+    storage_.fs->PowerCut();
     store_.reset();
-    fs_->Restore();
+    storage_.fs->Restore();
     Open();
   }
   TempDir dir_;
-  std::shared_ptr<PowerCutFs> fs_ = NewPowerCutFs();
+  PowerCutStorage storage_ = NewPowerCutStorage();
   std::unique_ptr<MetadataStore> store_;
 };
 

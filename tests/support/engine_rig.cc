@@ -20,7 +20,7 @@ TempDir::~TempDir() {
 }
 
 EngineRig::EngineRig(const RigOptions& o)
-    : meta_path_(dir_.path() + "/metadata"), fs_(NewPowerCutFs()),
+    : meta_path_(dir_.path() + "/metadata"), storage_(NewPowerCutStorage()),
       origin_mem_(NewMemoryDevice(o.origin_size, "origin")),
       cache_mem_(NewMemoryDevice(kDataOffset + o.cache_data_size, "cache")),
       origin_(std::make_unique<FaultDevice>(origin_mem_.get(), o.volatile_caches, o.seed)),
@@ -37,7 +37,7 @@ EngineRig::~EngineRig() {
 Status EngineRig::OpenStore() {
   MetadataOptions mo;
   mo.create_if_missing = true;
-  mo.env = fs_->env();
+  mo.env = storage_.env.get();
   Result<std::unique_ptr<MetadataStore>> store = MetadataStore::Open(meta_path_, mo);
   if (!store.ok()) return store.status();
   store_ = std::move(store.value());
@@ -71,13 +71,13 @@ Status EngineRig::Restart(const EngineConfig& config) {
 Status EngineRig::PowerCutAndReopen(const EngineConfig& config, PowerCutMode mode) {
   origin_->PowerCut(mode);
   cache_->PowerCut(mode);
-  fs_->PowerCut();
+  storage_.fs->PowerCut();
   // Nothing the dying engine does from here on may reach a device.
   origin_->FailAlways(kFaultAll);
   cache_->FailAlways(kFaultAll);
   engine_.reset();
   store_.reset();
-  fs_->Restore();
+  storage_.fs->Restore();
   origin_->ClearFaults();
   cache_->ClearFaults();
   CACHECORE_RETURN_IF_ERROR(OpenStore());

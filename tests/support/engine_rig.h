@@ -65,7 +65,7 @@ class EngineRig {
  private:
   TempDir dir_;
   std::string meta_path_;
-  std::shared_ptr<PowerCutFs> fs_;
+  PowerCutStorage storage_;
   std::unique_ptr<BlockDevice> origin_mem_, cache_mem_;
   std::unique_ptr<FaultDevice> origin_, cache_;
   std::unique_ptr<MetadataStore> store_;

@@ -57,10 +57,11 @@ class TrackedFile : public rocksdb::FSWritableFileOwnerWrapper {
 
 PowerCutFs::PowerCutFs() : FileSystemWrapper(rocksdb::FileSystem::Default()) {}
 
-std::shared_ptr<PowerCutFs> NewPowerCutFs() {
-  auto fs = std::make_shared<PowerCutFs>();
-  fs->env_ = rocksdb::NewCompositeEnv(fs);
-  return fs;
+PowerCutStorage NewPowerCutStorage() {
+  PowerCutStorage s;
+  s.fs = std::make_shared<PowerCutFs>();
+  s.env = rocksdb::NewCompositeEnv(s.fs);
+  return s;
 }
 
 bool PowerCutFs::frozen() const {

@@ -2,9 +2,10 @@
 // was synced, and on a simulated power cut throws away the rest, the way a
 // real machine loses the page cache. Tests only.
 //
-// Use: open the DB with an Env from Env(); at the cut call PowerCut() (all
-// writes, renames and deletes fail from then on), destroy the DB, then
-// Restore() truncates every file to its synced length and lifts the freeze.
+// Use: open the DB with PowerCutStorage::env; at the cut call
+// fs->PowerCut() (all writes, renames and deletes fail from then on),
+// destroy the DB, then fs->Restore() truncates every file to its synced
+// length and lifts the freeze.
 #pragma once
 
 #include <rocksdb/env.h>
@@ -21,8 +22,6 @@ class PowerCutFs : public rocksdb::FileSystemWrapper {
  public:
   PowerCutFs();
   const char* Name() const override { return "PowerCutFs"; }
-  // An Env over this file system, to put in rocksdb::Options::env.
-  rocksdb::Env* env() { return env_.get(); }
 
   void PowerCut();
   void Restore();
@@ -46,7 +45,6 @@ class PowerCutFs : public rocksdb::FileSystemWrapper {
  private:
   rocksdb::IOStatus Wrap(const std::string& fname, uint64_t initial_size,
                          std::unique_ptr<rocksdb::FSWritableFile>* result);
-  friend std::shared_ptr<PowerCutFs> NewPowerCutFs();
   struct FileState {
     uint64_t size = 0;
     uint64_t synced = 0;
@@ -54,10 +52,14 @@ class PowerCutFs : public rocksdb::FileSystemWrapper {
   mutable std::mutex mu_;
   std::map<std::string, FileState> files_;
   bool frozen_ = false;
-  std::unique_ptr<rocksdb::Env> env_;
 };
 
-// Shared instance holder: RocksDB wants a shared_ptr for the file system.
-std::shared_ptr<PowerCutFs> NewPowerCutFs();
+// The file system and an Env over it (for rocksdb::Options::env). Held
+// side by side: the Env keeps the file system alive, not the other way.
+struct PowerCutStorage {
+  std::shared_ptr<PowerCutFs> fs;
+  std::unique_ptr<rocksdb::Env> env;
+};
+PowerCutStorage NewPowerCutStorage();
 
 }  // namespace cachecore::testing

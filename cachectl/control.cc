@@ -36,6 +36,39 @@ int ExitCodeOf(const Status& s) {
   }
 }
 
+ReplyLine ParseReplyLine(const std::string& line) {
+  ReplyLine r;
+  if (line.rfind("progress ", 0) == 0) {
+    unsigned long long left = 0, total = 0;
+    if (std::sscanf(line.c_str(), "progress %llu %llu", &left, &total) == 2) {
+      r.kind = ReplyLine::kProgress;
+      r.left = left;
+      r.total = total;
+    }
+  } else if (line.rfind("data ", 0) == 0) {
+    r.kind = ReplyLine::kData;
+    r.text = line.substr(5);
+  } else if (line == "ok") {
+    r.kind = ReplyLine::kOk;
+  } else if (line.rfind("error ", 0) == 0) {
+    r.kind = ReplyLine::kError;
+    char* end = nullptr;
+    long code = std::strtol(line.c_str() + 6, &end, 10);
+    r.exit_code = code > 0 && code < 256 ? static_cast<int>(code) : kExitIoFailure;
+    r.text = *end == ' ' ? std::string(end + 1) : std::string(end);
+  }
+  return r;
+}
+
+Result<std::string> ParseRequestLine(const std::string& line) {
+  std::string prefix = std::string(kProtocolTag) + " ";
+  if (line.rfind(prefix, 0) != 0) {
+    return Status::InvalidArgument(std::string("unsupported protocol (this daemon speaks ") +
+                                   kProtocolTag + ")");
+  }
+  return line.substr(prefix.size());
+}
+
 Result<ControlReply> SendControl(const std::string& socket, const std::string& command,
                                  const std::function<void(uint64_t, uint64_t)>& on_progress) {
   Result<int> fd = shim::ConnectUnix(socket);
@@ -45,24 +78,20 @@ Result<ControlReply> SendControl(const std::string& socket, const std::string& c
   std::string line;
   bool finished = false;
   if (shim::WriteFull(fd.value(), request.data(), request.size())) {
-    while (ReadLine(fd.value(), &line)) {
-      if (line.rfind("progress ", 0) == 0) {
-        unsigned long long left = 0, total = 0;
-        if (std::sscanf(line.c_str(), "progress %llu %llu", &left, &total) == 2 && on_progress) {
-          on_progress(left, total);
-        }
-      } else if (line.rfind("data ", 0) == 0) {
-        reply.data.push_back(line.substr(5));
-      } else if (line == "ok") {
-        finished = true;
-        break;
-      } else if (line.rfind("error ", 0) == 0) {
-        char* end = nullptr;
-        reply.exit_code = static_cast<int>(std::strtol(line.c_str() + 6, &end, 10));
-        reply.message = *end == ' ' ? std::string(end + 1) : std::string(end);
-        if (reply.exit_code == 0) reply.exit_code = kExitIoFailure;
-        finished = true;
-        break;
+    while (!finished && ReadLine(fd.value(), &line)) {
+      ReplyLine r = ParseReplyLine(line);
+      switch (r.kind) {
+        case ReplyLine::kProgress:
+          if (on_progress) on_progress(r.left, r.total);
+          break;
+        case ReplyLine::kData: reply.data.push_back(r.text); break;
+        case ReplyLine::kOk: finished = true; break;
+        case ReplyLine::kError:
+          reply.exit_code = r.exit_code;
+          reply.message = r.text;
+          finished = true;
+          break;
+        case ReplyLine::kOther: break;  // a newer daemon's line: skip it
       }
     }
   }

@@ -35,6 +35,19 @@ cachecore::Result<ControlReply> SendControl(
     const std::string& socket, const std::string& command,
     const std::function<void(uint64_t left, uint64_t total)>& on_progress = {});
 
+// One line of a daemon's answer, parsed.
+struct ReplyLine {
+  enum Kind { kProgress, kData, kOk, kError, kOther } kind = kOther;
+  uint64_t left = 0, total = 0;  // kProgress
+  std::string text;              // kData: KEY=VALUE; kError: the message
+  int exit_code = 0;             // kError (never 0)
+};
+ReplyLine ParseReplyLine(const std::string& line);
+
+// The command of a request line "cachectl/1 COMMAND ..."; kInvalidArgument
+// (with the protocol this side speaks) for anything else.
+cachecore::Result<std::string> ParseRequestLine(const std::string& line);
+
 // Reads one '\n'-terminated line (without it); false at EOF or error.
 bool ReadLine(int fd, std::string* line);
 

@@ -346,12 +346,12 @@ Status EngineCommand(Daemon& d, int fd, const std::string& cmd,
 }
 
 void HandleCommand(Daemon& d, int fd, const std::string& line) {
-  std::string prefix = std::string(kProtocolTag) + " ";
-  if (line.rfind(prefix, 0) != 0) {
-    SendLine(fd, "error 2 unsupported protocol (this daemon speaks " + std::string(kProtocolTag) + ")");
+  Result<std::string> request = ParseRequestLine(line);
+  if (!request.ok()) {
+    SendLine(fd, "error 2 " + request.status().message());
     return;
   }
-  std::string cmd = line.substr(prefix.size());
+  const std::string& cmd = request.value();
   auto progress = [fd](uint64_t left, uint64_t total) {
     SendLine(fd, "progress " + std::to_string(left) + " " + std::to_string(total));
   };
@@ -517,12 +517,12 @@ Status LaunchDaemon(const DaemonSpec& spec) {
   bool got = ReadLine(pipefd[0], &line);
   close(pipefd[0]);
   if (!got) return Status::IoError("the daemon died while starting; see " + spec.dirs.LogFile(spec.name));
-  if (line == "ok") return Status::Ok();
-  // "error CODE MESSAGE": keep the message, map the code back.
-  char* end = nullptr;
-  long code = std::strtol(line.c_str() + 6, &end, 10);
-  std::string msg = *end == ' ' ? std::string(end + 1) : line;
-  switch (code) {
+  // The same line format as the control protocol: "ok" or "error CODE MESSAGE".
+  ReplyLine reply = ParseReplyLine(line);
+  if (reply.kind == ReplyLine::kOk) return Status::Ok();
+  if (reply.kind != ReplyLine::kError) return Status::IoError("the daemon said: " + line);
+  const std::string& msg = reply.text;
+  switch (reply.exit_code) {
     case kExitNotFound: return Status::NotFound(msg);
     case kExitRefused: return Status::Busy(msg);
     case 2: return Status::InvalidArgument(msg);

@@ -71,18 +71,22 @@ std::string Absolute(const std::string& path) {
   return ec ? path : p.string();
 }
 
-void PrintServing(const Dirs& dirs, const std::string& name, CacheMode mode) {
+// The running daemon's stats (empty when it does not answer).
+ControlReply CurrentStats(const Dirs& dirs, const std::string& name) {
   auto stats = SendControl(dirs.ControlSocket(name), "stats");
-  std::string dm, kernel;
-  for (const std::string& kv : stats.ok() ? stats->data : std::vector<std::string>{}) {
-    if (kv.rfind("dm_device=", 0) == 0) dm = kv.substr(10);
-    if (kv.rfind("kernel_device=", 0) == 0) kernel = kv.substr(14);
-  }
+  return stats.ok() ? stats.value() : ControlReply{};
+}
+
+// What the daemon serves, from its stats: the kernel device if any, the
+// NBD socket, and the write-back warning.
+void PrintServing(const Dirs& dirs, const std::string& name, const ControlReply& reply) {
+  std::string dm = reply.Value("dm_device"), kernel = reply.Value("kernel_device");
+  Result<CacheMode> mode = ParseCacheMode(reply.Value("mode"));
   if (!dm.empty()) std::printf("  block device: %s (over %s)\n", dm.c_str(), kernel.c_str());
   else std::printf("  front end: the NBD socket alone (no kernel NBD or device-mapper here)\n");
   std::printf("  NBD socket: %s (nbd+unix:///%s?socket=%s)\n", dirs.NbdSocket(name).c_str(),
               name.c_str(), dirs.NbdSocket(name).c_str());
-  if (mode == CacheMode::kWriteBack) {
+  if (mode.ok() && mode.value() == CacheMode::kWriteBack) {
     std::printf("  write-back: written data lives only on the cache until it is flushed "
                 "('cachectl flush %s'); losing the cache device before then loses it\n",
                 name.c_str());
@@ -157,7 +161,7 @@ int Attach(const std::vector<std::string>& args) {
   if (!saved.ok()) return Fail(kExitIoFailure, "attach: " + saved.message());
   std::printf("attached %s: %s cached on %s, %s, %s lines\n", name.c_str(), spec.origin.c_str(),
               spec.cache.c_str(), CacheModeName(mode.value()), line_text.c_str());
-  PrintServing(dirs, name, mode.value());
+  PrintServing(dirs, name, CurrentStats(dirs, name));
   return 0;
 }
 
@@ -176,13 +180,9 @@ int StartOne(const Dirs& dirs, const std::string& name, const std::string& front
   if (spec.frontend.empty()) spec.frontend = "auto";
   Status s = LaunchDaemon(spec);
   if (!s.ok()) return Fail(ExitCodeOf(s), "start " + name + ": " + s.message());
-  CacheMode mode = CacheMode::kWriteThrough;
-  auto stats = SendControl(dirs.ControlSocket(name), "stats");
-  for (const std::string& kv : stats.ok() ? stats->data : std::vector<std::string>{}) {
-    if (kv.rfind("mode=", 0) == 0 && ParseCacheMode(kv.substr(5)).ok()) mode = ParseCacheMode(kv.substr(5)).value();
-  }
-  std::printf("started %s (%s, warm from saved metadata)\n", name.c_str(), CacheModeName(mode));
-  PrintServing(dirs, name, mode);
+  ControlReply stats = CurrentStats(dirs, name);
+  std::printf("started %s (%s, warm from saved metadata)\n", name.c_str(), stats.Value("mode").c_str());
+  PrintServing(dirs, name, stats);
   return 0;
 }
 
@@ -314,16 +314,12 @@ int RunSet(const std::vector<std::string>& args) {
   std::vector<std::string> commands;
   if (cleaner) {
     // Unset values keep their current setting.
-    for (const std::string& kv : current->data) {
-      auto take = [&](const char* key, uint32_t* v, const char* flag) {
-        if (kv.rfind(std::string(key) + "=", 0) == 0 && !vm.count(flag)) {
-          *v = static_cast<uint32_t>(std::stoul(kv.substr(std::strlen(key) + 1)));
-        }
-      };
-      take("dirty_high_pct", &high, "dirty-high");
-      take("dirty_low_pct", &low, "dirty-low");
-      take("cleaner_batch_lines", &batch, "cleaner-batch");
-    }
+    auto take = [&](const char* key, uint32_t* v, const char* flag) {
+      if (!vm.count(flag)) *v = static_cast<uint32_t>(std::strtoul(current->Value(key).c_str(), nullptr, 10));
+    };
+    take("dirty_high_pct", &high, "dirty-high");
+    take("dirty_low_pct", &low, "dirty-low");
+    take("cleaner_batch_lines", &batch, "cleaner-batch");
     commands.push_back("set cleaner " + std::to_string(high) + " " + std::to_string(low) + " " +
                        std::to_string(batch));
   }

@@ -36,6 +36,15 @@ int ExitCodeOf(const Status& s) {
   }
 }
 
+std::string ControlReply::Value(const std::string& key) const {
+  for (const std::string& kv : data) {
+    if (kv.size() > key.size() && kv.compare(0, key.size(), key) == 0 && kv[key.size()] == '=') {
+      return kv.substr(key.size() + 1);
+    }
+  }
+  return "";
+}
+
 ReplyLine ParseReplyLine(const std::string& line) {
   ReplyLine r;
   if (line.rfind("progress ", 0) == 0) {

@@ -27,6 +27,8 @@ struct ControlReply {
   int exit_code = 0;                // 0 when the daemon said "ok"
   std::string message;              // its error message otherwise
   std::vector<std::string> data;    // KEY=VALUE lines
+  // The value of KEY among the data lines; empty when absent.
+  std::string Value(const std::string& key) const;
 };
 
 // Sends `command` to the daemon behind `socket`. Progress lines go to

@@ -10,7 +10,9 @@
 #include <filesystem>
 #include <iostream>
 
+#include "cachecore/aio_device.h"
 #include "cachecore/cache_mode.h"
+#include "cachecore/superblock.h"
 #include "cli_common.h"
 #include "commands.h"
 #include "control.h"
@@ -93,6 +95,28 @@ void PrintServing(const Dirs& dirs, const std::string& name, const ControlReply&
   }
 }
 
+// Whether the cache device a cache was attached with still holds a cachectl
+// superblock: false once a detach has released it.
+Result<bool> CacheDeviceHoldsCache(const std::string& cache_path) {
+  AioOptions ro;
+  ro.read_only = true;
+  auto device = OpenAioDevice(cache_path, ro);
+  if (!device.ok()) return device.status();
+  Result<Superblock> sb = ReadSuperblock(device->get());
+  if (sb.ok()) return true;
+  if (sb.status().code() == StatusCode::kNotFound) return false;
+  return sb.status();
+}
+
+// Erases the superblock a failed attach left on `path`; best effort, the
+// attach's own error is what the user needs to see.
+void ReleaseCacheDevice(const std::string& path) {
+  Result<bool> holds = CacheDeviceHoldsCache(path);
+  if (!holds.ok() || !holds.value()) return;
+  auto device = OpenAioDevice(path);
+  if (device.ok()) (void)EraseSuperblock(device->get());
+}
+
 int Attach(const std::vector<std::string>& args) {
   std::string origin, cache, name, mode_text = "writethrough", line_text = "64K", tcp, frontend = "auto";
   CommonOptions common;
@@ -147,10 +171,14 @@ int Attach(const std::vector<std::string>& args) {
     spec.online_table = shim::EncodeTable(table.value());
     spec.origin = "/dev/mapper/" + HiddenOriginName(name);
   }
+  Result<bool> held_before = CacheDeviceHoldsCache(spec.cache);
   Status launched = LaunchDaemon(spec);
   if (!launched.ok()) {
+    // Nothing of a failed attach stays: its state, and a superblock it
+    // wrote before it died (a device that held none before).
     std::error_code ec;
-    std::filesystem::remove_all(dirs.StateDir(name), ec);  // nothing of a failed attach stays
+    std::filesystem::remove_all(dirs.StateDir(name), ec);
+    if (held_before.ok() && !held_before.value()) ReleaseCacheDevice(spec.cache);
     return Fail(ExitCodeOf(launched), "attach: " + launched.message());
   }
   CacheConfig config{{"origin", spec.origin}, {"cache", spec.cache},
@@ -176,10 +204,20 @@ int StartOne(const Dirs& dirs, const std::string& name, const std::string& front
   spec.tcp_address = config.value()["nbd_tcp"];
   spec.online_volume = config.value()["online_volume"];
   spec.online_table = config.value()["online_table"];
+  // The line size is the superblock's; the one recorded at attach must agree.
+  spec.engine.line_size = static_cast<uint32_t>(std::strtoul(config.value()["line_size"].c_str(), nullptr, 10));
   spec.frontend = frontend_override.empty() ? config.value()["frontend"] : frontend_override;
   if (spec.frontend.empty()) spec.frontend = "auto";
   Status s = LaunchDaemon(spec);
-  if (!s.ok()) return Fail(ExitCodeOf(s), "start " + name + ": " + s.message());
+  if (!s.ok()) {
+    Result<bool> holds = CacheDeviceHoldsCache(spec.cache);
+    if (holds.ok() && !holds.value()) {
+      return Fail(kExitRefused, "start " + name + ": " + spec.cache + " was released by a detach that "
+                  "did not finish; the origin holds all the data: run 'cachectl detach " + name +
+                  "' to finish it");
+    }
+    return Fail(ExitCodeOf(s), "start " + name + ": " + s.message());
+  }
   ControlReply stats = CurrentStats(dirs, name);
   std::printf("started %s (%s, warm from saved metadata)\n", name.c_str(), stats.Value("mode").c_str());
   PrintServing(dirs, name, stats);
@@ -246,8 +284,28 @@ int SimpleControl(const std::vector<std::string>& args, const char* verb, const 
   if (access(dirs.ConfigFile(name).c_str(), F_OK) != 0) {
     return Fail(kExitNotFound, std::string(verb) + ": no cache named '" + name + "'");
   }
+  bool running = SendControl(dirs.ControlSocket(name), "stats").ok();
+  if (!running && command == "detach") {
+    // A stopped cache is detached all the same: started (to clean what is
+    // dirty), then detached; or, when an interrupted detach had already
+    // released the cache device, only its state is left to remove.
+    Result<CacheConfig> config = LoadConfig(dirs.ConfigFile(name));
+    Result<bool> holds = config.ok() ? CacheDeviceHoldsCache(config.value()["cache"]) : config.status();
+    if (holds.ok() && !holds.value()) {
+      std::error_code ec;
+      std::filesystem::remove_all(dirs.StateDir(name), ec);
+      std::printf("%s %s (finished an interrupted detach)\n", done, name.c_str());
+      return 0;
+    }
+    if (int rc = StartOne(dirs, name, ""); rc != 0) return rc;
+  }
   auto reply = SendControl(dirs.ControlSocket(name), command, ProgressPrinter(verb));
   if (isatty(STDOUT_FILENO)) std::printf("\n");
+  if (!reply.ok() && running && command != "stop") {
+    return Fail(kExitIoFailure, std::string(verb) + ": the daemon of '" + name + "' died during the " +
+                verb + " (see " + dirs.LogFile(name) + "); 'cachectl start " + name +
+                "' brings the cache back, no flushed data lost");
+  }
   if (!reply.ok()) {
     return Fail(kExitNotFound, std::string(verb) + ": cache '" + name + "' is not running (" +
                                    reply.status().message() + ")");

@@ -9,6 +9,8 @@
 
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <functional>
 #include <mutex>
@@ -16,6 +18,7 @@
 #include <thread>
 
 #include "cachecore/aio_device.h"
+#include "cachecore/steps.h"
 #include "control.h"
 #include "shim/dm_device.h"
 #include "shim/engine_backend.h"
@@ -35,6 +38,16 @@ void Log(const char* level, const std::string& msg) {
   std::strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", std::gmtime(&now));
   std::fprintf(stderr, "%s %s %s\n", when, level, msg.c_str());
   std::fflush(stderr);
+}
+
+// The crash tests' hook: with CACHECTL_CRASH_AT=STEP (a step of
+// cachecore/steps.h) the daemon dies by SIGKILL the moment it gets there,
+// as it would on a crash: no cleanup, nothing flushed on the way out.
+void CrashAtNamedStep(const char* step) {
+  static const char* target = std::getenv("CACHECTL_CRASH_AT");
+  if (!target || std::strcmp(step, target) != 0) return;
+  Log("error", std::string("CACHECTL_CRASH_AT: killed at step ") + step);
+  kill(getpid(), SIGKILL);
 }
 
 // The running daemon's parts, and how it is asked to stop.
@@ -417,6 +430,7 @@ void SignalLoop(Daemon& d) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);  // SignalLoop takes them
   signal(SIGPIPE, SIG_IGN);
   signal(SIGHUP, SIG_IGN);
+  if (std::getenv("CACHECTL_CRASH_AT")) SetStepObserver(CrashAtNamedStep);
   Daemon d;
   d.spec = spec;
   Status s = ClaimRunDir(spec.dirs, spec.name);

@@ -5,6 +5,7 @@
 
 #include <bit>
 
+#include "cachecore/steps.h"
 #include "engine_impl.h"
 
 namespace cachecore {
@@ -39,14 +40,6 @@ Status CheckLineSize(uint32_t line_size) {
                                    " is not a power of two from 4K to 1M");
   }
   return Status::Ok();
-}
-
-Result<Superblock> ReadSuperblock(BlockDevice* cache) {
-  AlignedBuffer buf(kSuperblockSize);
-  Status s = cache->Read(0, buf.data(), kSuperblockSize);
-  if (!s.ok()) return Status::IoError("cannot read the superblock of " + cache->identity() + ": " +
-                                      s.message());
-  return DecodeSuperblock(buf.data());
 }
 
 Status CheckDevices(const EngineDevices& d) {
@@ -194,8 +187,10 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineDevices& d, const Eng
     CACHECORE_RETURN_IF_ERROR(d.metadata->PutConfig(key, std::to_string(value), false));
   }
   CACHECORE_RETURN_IF_ERROR(d.metadata->PutIdentity(id, true));
+  ReachedStep("attach-1-store-formatted");
   auto impl = std::make_unique<Impl>(d, cfg, id);
   CACHECORE_RETURN_IF_ERROR(impl->WriteSuperblock(false));
+  ReachedStep("attach-2-superblock-written");
   impl->StartCleaner();
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
@@ -349,9 +344,12 @@ Status Engine::SetMode(CacheMode mode, const FlushProgress& progress) {
       impl_->mode.store(CacheMode::kWriteBack);
       return s;
     }
+    ReachedStep("mode-1-cleaned");
   }
   impl_->mode.store(mode);
-  return impl_->dev.metadata->PutConfig(kModeKey, CacheModeName(mode), true);
+  CACHECORE_RETURN_IF_ERROR(impl_->dev.metadata->PutConfig(kModeKey, CacheModeName(mode), true));
+  ReachedStep("mode-2-saved");
+  return Status::Ok();
 }
 
 CacheMode Engine::mode() const { return impl_->mode.load(); }
@@ -406,12 +404,14 @@ Status Engine::Shutdown() {
 
 Status Engine::Detach(const FlushProgress& progress) {
   CACHECORE_RETURN_IF_ERROR(Flush(progress));
+  ReachedStep("detach-1-flushed");
   CACHECORE_RETURN_IF_ERROR(Shutdown());
+  ReachedStep("detach-2-shut-down");
   // Release: the cache device no longer claims to be a cache, so it can be
   // reused without --force. Everything is on the origin now.
-  AlignedBuffer blank(kSuperblockSize);
-  CACHECORE_RETURN_IF_ERROR(impl_->dev.cache->Write(0, blank.data(), kSuperblockSize));
-  return impl_->dev.cache->Flush();
+  CACHECORE_RETURN_IF_ERROR(EraseSuperblock(impl_->dev.cache));
+  ReachedStep("detach-3-superblock-erased");
+  return Status::Ok();
 }
 
 }  // namespace cachecore

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "cachecore/checksum.h"
+#include "cachecore/steps.h"
 #include "engine_impl.h"
 
 namespace cachecore {
@@ -74,11 +75,13 @@ Status Engine::Impl::CleanSlots(const std::vector<uint32_t>& slots_in) {
       LiveStats::Bump(stats.origin_write_err);
       return s;  // data stays dirty on the cache and is retried
     }
+    ReachedStep("flush-1-origin-written");
     s = dev.origin->Flush();
     if (!s.ok()) {
       LiveStats::Bump(stats.origin_flush_err);
       return s;
     }
+    ReachedStep("flush-2-origin-synced");
     LiveStats::Bump(stats.cleaner_writes, writes.size());
     LiveStats::Bump(stats.cleaned_blocks, pieces.size() - unproven);
   }
@@ -96,6 +99,7 @@ Status Engine::Impl::CleanSlots(const std::vector<uint32_t>& slots_in) {
     LiveStats::Bump(stats.metadata_err);
     return m;
   }
+  ReachedStep("flush-3-marked-clean");
   if (unproven > 0) {
     return Status::Corruption(std::to_string(unproven) +
                               " dirty block(s) fail their checksum and cannot be cleaned");

@@ -130,4 +130,18 @@ Result<CacheIdentity> DecodeIdentity(const std::string& value) {
   return id;
 }
 
+Result<Superblock> ReadSuperblock(BlockDevice* cache) {
+  AlignedBuffer buf(kSuperblockSize);
+  Status s = cache->Read(0, buf.data(), kSuperblockSize);
+  if (!s.ok()) return Status::IoError("cannot read the superblock of " + cache->identity() + ": " +
+                                      s.message());
+  return DecodeSuperblock(buf.data());
+}
+
+Status EraseSuperblock(BlockDevice* cache) {
+  AlignedBuffer blank(kSuperblockSize);
+  CACHECORE_RETURN_IF_ERROR(cache->Write(0, blank.data(), kSuperblockSize));
+  return cache->Flush();
+}
+
 }  // namespace cachecore

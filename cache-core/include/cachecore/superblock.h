@@ -21,6 +21,7 @@
 #include <cstdint>
 #include <string>
 
+#include "cachecore/block_device.h"
 #include "cachecore/status.h"
 
 namespace cachecore {
@@ -61,6 +62,11 @@ void EncodeSuperblock(const Superblock& sb, uint8_t* out);
 // kNotFound when there is no cachectl magic (a blank or foreign device);
 // kCorruption when the magic is there but the checksum or version is wrong.
 Result<Superblock> DecodeSuperblock(const uint8_t* in);
+// Reads and decodes the superblock at offset 0 of `cache`: kNotFound on a
+// device that holds no cachectl cache, kIoError when it cannot be read.
+Result<Superblock> ReadSuperblock(BlockDevice* cache);
+// Zeroes the superblock, durably: the device no longer holds a cache.
+Status EraseSuperblock(BlockDevice* cache);
 
 // The identity as a metadata-store value, and back.
 std::string EncodeIdentity(const CacheIdentity& id);

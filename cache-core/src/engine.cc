@@ -125,7 +125,7 @@ Engine::Impl::Impl(const EngineDevices& devices, const EngineConfig& cfg, const 
       block_crc(size_t{capacity} * blocks_per_line, 0),
       block_epoch(size_t{capacity} * blocks_per_line, 0),
       block_flags(size_t{capacity} * blocks_per_line, 0),
-      policy(NewS3FifoPolicy(capacity, cfg.promote_after_hits)), mode(cfg.mode),
+      policy(NewS3FifoPolicy(capacity, cfg.promote_after_hits)), dirty_map(id), mode(cfg.mode),
       dirty_high_pct(cfg.dirty_high_pct), dirty_low_pct(cfg.dirty_low_pct),
       cleaner_batch_lines(cfg.cleaner_batch_lines),
       admission(cfg.sequential_cutoff, cfg.admit_after_misses) {
@@ -189,6 +189,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineDevices& d, const Eng
   CACHECORE_RETURN_IF_ERROR(d.metadata->PutIdentity(id, true));
   ReachedStep("attach-1-store-formatted");
   auto impl = std::make_unique<Impl>(d, cfg, id);
+  CACHECORE_RETURN_IF_ERROR(impl->PersistDirtyMap(Impl::MapWrite::kAll));  // all clean
   CACHECORE_RETURN_IF_ERROR(impl->WriteSuperblock(false));
   ReachedStep("attach-2-superblock-written");
   impl->StartCleaner();
@@ -238,6 +239,7 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineDevices& d, const Engin
   CACHECORE_RETURN_IF_ERROR(impl->LoadLines(sb->clean_shutdown, &changed));
   // Everything checked: from here on the engine writes.
   CACHECORE_RETURN_IF_ERROR(impl->WriteSuperblock(false));
+  CACHECORE_RETURN_IF_ERROR(impl->PersistDirtyMap(Impl::MapWrite::kAll));  // what the records say, exactly
   CACHECORE_RETURN_IF_ERROR(impl->RewriteRecords(changed));
   impl->StartCleaner();
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
@@ -399,6 +401,7 @@ Status Engine::Shutdown() {
   // the next start proves what it finds.
   impl_->shut_down.store(true);
   if (!s.ok()) return s;
+  CACHECORE_RETURN_IF_ERROR(impl_->PersistDirtyMap(Impl::MapWrite::kAll));
   return impl_->WriteSuperblock(true);
 }
 

@@ -154,6 +154,9 @@ Status Engine::Impl::FlushAll(const FlushProgress& progress) {
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
   }
+  // The map's bits of the regions just cleaned; a failure leaves them set,
+  // which only over-reports what may be stale.
+  (void)PersistDirtyMap(MapWrite::kChanged);
   return SyncAll();
 }
 

@@ -250,11 +250,13 @@ Status Engine::Impl::WriteBackSegment(const Segment& seg, std::optional<uint32_t
     ReleaseIfEmpty(*slot, batch);
     return dev.metadata->Apply(batch, true);
   }
-  // 2. ... then its metadata (unsynced: Sync() and FUA make it durable) ...
+  // 2. ... then its metadata (unsynced: Sync() and FUA make it durable),
+  // after the dirty-region map that covers it ...
   uint64_t epoch = flushes_started.load();
   for (uint32_t b = b0; b < b1; ++b) {
     MarkDirty(*slot, b, BlockCrc(window, b - b0), overwritten[b - b0], epoch);
   }
+  CACHECORE_RETURN_IF_ERROR(EnsureDirtyMapDurable());
   // 3. ... and only then does the caller acknowledge the write.
   return PutRecord(*slot, false);
 }
@@ -383,6 +385,40 @@ Status Engine::Impl::SyncAll() {
   if (!m.ok()) return m;
   uint64_t done = flushes_completed.load();
   while (done < epoch && !flushes_completed.compare_exchange_weak(done, epoch)) {
+  }
+  return Status::Ok();
+}
+
+Status Engine::Impl::PersistDirtyMap(MapWrite what) {
+  std::lock_guard io(dirty_map_io);
+  std::vector<std::pair<uint64_t, AlignedBuffer>> pages;
+  uint64_t generation;
+  {
+    std::lock_guard lock(mu);
+    generation = dirty_map.generation();
+    if (what == MapWrite::kIfNeeded && dirty_map_durable.load() >= generation) return Status::Ok();
+    pages = dirty_map.TakeChangedPages(what == MapWrite::kAll);
+  }
+  std::vector<IoRequest> writes;
+  for (auto& [offset, page] : pages) {
+    writes.push_back({IoOp::kWrite, offset, kDirtyMapPageSize, page.data(), Status()});
+  }
+  Status s = Status::Ok();
+  if (!writes.empty()) {
+    s = dev.cache->SubmitAndWait(writes);
+    if (!s.ok()) CountCacheError(stats.cache_write_err);
+  }
+  if (!writes.empty() && s.ok()) {
+    s = dev.cache->Flush();
+    if (!s.ok()) CountCacheError(stats.cache_flush_err);
+  }
+  if (!s.ok()) {
+    std::lock_guard lock(mu);
+    dirty_map.MarkAllChanged();  // written again next time
+    return s;
+  }
+  uint64_t durable = dirty_map_durable.load();
+  while (durable < generation && !dirty_map_durable.compare_exchange_weak(durable, generation)) {
   }
   return Status::Ok();
 }

@@ -133,6 +133,8 @@ void Engine::Impl::MarkDirty(uint32_t slot, uint32_t block, uint32_t crc, bool o
     LiveStats::Bump(stats.dirty_lines);
     std::lock_guard lock(mu);
     dirty_index[slot_line[slot]] = slot;
+    dirty_map.LineDirty(slot_line[slot]);
+    dirty_map_generation.store(dirty_map.generation());
   }
   block_flags[i] = kValid | kDirty | (overwritten ? kOverwritten : 0);
   block_crc[i] = crc;
@@ -147,6 +149,7 @@ void Engine::Impl::MarkClean(uint32_t slot, uint32_t block) {
     LiveStats::Bump(stats.dirty_lines, static_cast<uint64_t>(-1));
     std::lock_guard lock(mu);
     dirty_index.erase(slot_line[slot]);
+    dirty_map.LineClean(slot_line[slot]);
   }
 }
 

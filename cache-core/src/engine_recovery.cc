@@ -85,6 +85,7 @@ Status Engine::Impl::LoadLines(bool clean_shutdown, std::vector<uint32_t>* chang
     if (slot_dirty_blocks[slot] > 0) {
       LiveStats::Bump(stats.dirty_lines);
       dirty_index[slot_line[slot]] = slot;
+      dirty_map.LineDirty(slot_line[slot]);
     }
   }
   free_slots.clear();

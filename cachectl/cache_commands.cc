@@ -14,6 +14,7 @@
 #include "cachecore/cache_mode.h"
 #include "cachecore/superblock.h"
 #include "cli_common.h"
+#include "damage_cli.h"
 #include "commands.h"
 #include "control.h"
 #include "daemon.h"
@@ -156,7 +157,7 @@ int Attach(const std::vector<std::string>& args) {
   spec.origin = Absolute(origin);
   spec.cache = Absolute(cache);
   spec.create = true;
-  spec.force = vm.count("force") > 0;
+  spec.replace = vm.count("force") ? Replace::kCleanCache : Replace::kNothing;
   spec.engine.mode = mode.value();
   spec.engine.line_size = static_cast<uint32_t>(line.value());
   spec.tcp_address = tcp;
@@ -210,13 +211,16 @@ int StartOne(const Dirs& dirs, const std::string& name, const std::string& front
   if (spec.frontend.empty()) spec.frontend = "auto";
   Status s = LaunchDaemon(spec);
   if (!s.ok()) {
-    Result<bool> holds = CacheDeviceHoldsCache(spec.cache);
-    if (holds.ok() && !holds.value()) {
+    Result<DamageReport> damage = AssessNamedCache(dirs, name, config.value());
+    if (!damage.ok() || !damage->damaged()) return Fail(ExitCodeOf(s), "start " + name + ": " + s.message());
+    if (damage->superblock_missing && damage->store_problem.empty() &&
+        damage->dirty == DamageReport::Dirty::kNone) {
       return Fail(kExitRefused, "start " + name + ": " + spec.cache + " was released by a detach that "
-                  "did not finish; the origin holds all the data: run 'cachectl detach " + name +
-                  "' to finish it");
+                  "did not finish (or its superblock was overwritten); the origin holds all the data: "
+                  "run 'cachectl detach " + name + "' to finish it");
     }
-    return Fail(ExitCodeOf(s), "start " + name + ": " + s.message());
+    return Fail(kExitRefused, "start " + name + ": " + s.message() + "; the cache is damaged and " +
+                DescribeDirty(damage.value()) + ": see 'cachectl check " + name + "'");
   }
   ControlReply stats = CurrentStats(dirs, name);
   std::printf("started %s (%s, warm from saved metadata)\n", name.c_str(), stats.Value("mode").c_str());
@@ -288,10 +292,13 @@ int SimpleControl(const std::vector<std::string>& args, const char* verb, const 
   if (!running && command == "detach") {
     // A stopped cache is detached all the same: started (to clean what is
     // dirty), then detached; or, when an interrupted detach had already
-    // released the cache device, only its state is left to remove.
+    // released the cache device and nothing is dirty, only its state is
+    // left to remove.
     Result<CacheConfig> config = LoadConfig(dirs.ConfigFile(name));
-    Result<bool> holds = config.ok() ? CacheDeviceHoldsCache(config.value()["cache"]) : config.status();
-    if (holds.ok() && !holds.value()) {
+    Result<DamageReport> damage = config.ok() ? AssessNamedCache(dirs, name, config.value())
+                                              : Result<DamageReport>(config.status());
+    if (damage.ok() && damage->superblock_missing && damage->store_problem.empty() &&
+        damage->dirty == DamageReport::Dirty::kNone) {
       std::error_code ec;
       std::filesystem::remove_all(dirs.StateDir(name), ec);
       std::printf("%s %s (finished an interrupted detach)\n", done, name.c_str());

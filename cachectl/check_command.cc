@@ -5,6 +5,7 @@
 #include "cachecore/aio_device.h"
 #include "cachecore/check.h"
 #include "cli_common.h"
+#include "damage_cli.h"
 #include "commands.h"
 #include "control.h"
 
@@ -18,7 +19,9 @@ int RunCheck(const std::vector<std::string>& args) {
   CommonOptions common;
   po::options_description desc = common.Describe(
       "cachectl check NAME\n\nVerifies a stopped cache without writing: superblock, metadata, and the\n"
-      "checksum of every cached block. Exit 0 when all is well, 1 when it found problems.\n\n"
+      "checksum of every cached block. Exit 0 when all is well, 1 when it found problems.\n"
+      "A damaged superblock or metadata store is reported with the origin ranges that may be\n"
+      "stale, or that the origin holds everything (then 'cachectl rebuild NAME' is safe).\n\n"
       "example: cachectl stop data && cachectl check data");
   desc.add_options()("name", po::value(&name)->required(), "cache name");
   po::variables_map vm;
@@ -38,9 +41,16 @@ int RunCheck(const std::vector<std::string>& args) {
   MetadataOptions mo;
   mo.read_only = true;
   auto store = MetadataStore::Open(dirs.Metadata(name), mo);
-  if (!store.ok()) return Fail(kExitRefused, "check: metadata: " + store.status().message());
-  Result<CheckReport> r = CheckCache(origin->get(), cache->get(), store->get());
-  if (!r.ok()) return Fail(kExitRefused, "check: " + r.status().message());
+  Result<CheckReport> r = store.ok() ? CheckCache(origin->get(), cache->get(), store->get())
+                                     : Result<CheckReport>(store.status());
+  if (!r.ok()) {
+    // The superblock or the store is damaged or gone: say what still can be.
+    DamageReport damage = AssessDamage(cache->get(), store.ok() ? store->get() : nullptr,
+                                       store.ok() ? "" : store.status().message());
+    PrintDamage(damage, name);
+    std::fflush(stdout);
+    return Fail(kExitIoFailure, "check: cache '" + name + "' is damaged: " + DescribeDirty(damage));
+  }
   const CheckReport& c = r.value();
   std::printf("cache %s (%s)\n", name.c_str(), c.uuid.c_str());
   std::printf("  last shutdown   %s\n", c.clean_shutdown ? "clean" : "not clean (a crash, or running)");

@@ -25,5 +25,6 @@ int RunSet(const std::vector<std::string>& args);
 int RunStart(const std::vector<std::string>& args);
 int RunStop(const std::vector<std::string>& args);
 int RunCheck(const std::vector<std::string>& args);
+int RunRebuild(const std::vector<std::string>& args);
 
 }  // namespace cachectl

@@ -215,7 +215,7 @@ Status Open(Daemon& d) {
   if (!store.ok()) return store.status();
   d.store = std::move(store.value());
   EngineDevices devices{d.origin.get(), d.cache.get(), d.store.get()};
-  auto engine = d.spec.create ? Engine::Create(devices, d.spec.engine, d.spec.force)
+  auto engine = d.spec.create ? Engine::Create(devices, d.spec.engine, d.spec.replace)
                               : Engine::Open(devices, d.spec.engine);
   if (!engine.ok()) return engine.status();
   d.engine = std::move(engine.value());

@@ -16,7 +16,7 @@ struct DaemonSpec {
   std::string origin;
   std::string cache;
   bool create = false;   // attach: format the cache; start: open it warm
-  bool force = false;
+  cachecore::Replace replace = cachecore::Replace::kNothing;  // what attach may format over
   cachecore::EngineConfig engine;
   std::string tcp_address;  // NBD over TCP only when given
   // "auto": ublk, else kernel NBD, under /dev/mapper/NAME where the kernel

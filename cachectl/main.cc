@@ -29,6 +29,7 @@ const Command kCommands[] = {
     {"start", RunStart, "start a cache from its saved metadata (warm)"},
     {"stop", RunStop, "stop serving; the cache stays warm on the SSD"},
     {"check", RunCheck, "verify a stopped cache's superblock, metadata and data, offline"},
+    {"rebuild", RunRebuild, "replace a damaged, stopped cache by a new, cold one (safe unless --force)"},
     {"replay", RunReplay, "replay a block trace through the engine and report hit ratios"},
 };
 

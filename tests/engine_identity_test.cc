@@ -31,7 +31,7 @@ class IdentityTest : public ::testing::Test {
     EngineConfig c;
     c.line_size = 64 * 1024;
     c.mode = CacheMode::kWriteBack;
-    auto e = Engine::Create({origin_.get(), cache_.get(), store_.get()}, c, false);
+    auto e = Engine::Create({origin_.get(), cache_.get(), store_.get()}, c, Replace::kNothing);
     ASSERT_TRUE(e.ok()) << e.status().ToString();
     ASSERT_TRUE(WritePattern(*e.value(), 0, 256 * 1024, 1).ok());
     ASSERT_TRUE(e.value()->Shutdown().ok());
@@ -74,7 +74,7 @@ TEST_F(IdentityTest, OpensWithItsOwnParts) {
 TEST_F(IdentityTest, WrongCacheDeviceIsRefused) {
   auto other_cache = NewMemoryDevice(kCache, "other-cache");
   auto other_store = OpenStore("other");
-  auto e = Engine::Create({origin_.get(), other_cache.get(), other_store.get()}, EngineConfig{}, false);
+  auto e = Engine::Create({origin_.get(), other_cache.get(), other_store.get()}, EngineConfig{}, Replace::kNothing);
   ASSERT_TRUE(e.ok());
   ASSERT_TRUE(e.value()->Shutdown().ok());
   ExpectRefused(origin_.get(), other_cache.get(), store_.get(), EngineConfig{},
@@ -119,11 +119,11 @@ TEST_F(IdentityTest, DamagedSuperblockIsRefused) {
 
 TEST_F(IdentityTest, FormattingOverACacheNeedsForceAndNeverDropsDirtyData) {
   uint32_t before = DeviceDigest(*cache_);
-  auto again = Engine::Create({origin_.get(), cache_.get(), store_.get()}, EngineConfig{}, false);
+  auto again = Engine::Create({origin_.get(), cache_.get(), store_.get()}, EngineConfig{}, Replace::kNothing);
   ASSERT_FALSE(again.ok());
   EXPECT_EQ(again.status().code(), StatusCode::kBusy);
   EXPECT_NE(again.status().message().find("already holds cachectl cache"), std::string::npos);
-  auto forced = Engine::Create({origin_.get(), cache_.get(), store_.get()}, EngineConfig{}, true);
+  auto forced = Engine::Create({origin_.get(), cache_.get(), store_.get()}, EngineConfig{}, Replace::kCleanCache);
   ASSERT_FALSE(forced.ok());  // the cache holds 4 dirty lines
   EXPECT_NE(forced.status().message().find("dirty"), std::string::npos) << forced.status().message();
   EXPECT_EQ(DeviceDigest(*cache_), before);
@@ -132,7 +132,7 @@ TEST_F(IdentityTest, FormattingOverACacheNeedsForceAndNeverDropsDirtyData) {
     ASSERT_TRUE(e.ok());
     ASSERT_TRUE(e.value()->Detach().ok());
   }
-  auto clean = Engine::Create({origin_.get(), cache_.get(), store_.get()}, EngineConfig{}, true);
+  auto clean = Engine::Create({origin_.get(), cache_.get(), store_.get()}, EngineConfig{}, Replace::kCleanCache);
   ASSERT_TRUE(clean.ok()) << clean.status().ToString();
   EXPECT_TRUE(HasPattern(*clean.value(), 0, 256 * 1024, 1));  // from the origin now
 }
@@ -141,7 +141,7 @@ TEST_F(IdentityTest, ForceNeverDropsAnotherCachesDirtyData) {
   // The cache device holds dirty data of a cache whose store is elsewhere.
   auto other_store = OpenStore("other");
   uint32_t before = DeviceDigest(*cache_);
-  auto e = Engine::Create({origin_.get(), cache_.get(), other_store.get()}, EngineConfig{}, true);
+  auto e = Engine::Create({origin_.get(), cache_.get(), other_store.get()}, EngineConfig{}, Replace::kCleanCache);
   ASSERT_FALSE(e.ok());
   EXPECT_EQ(e.status().code(), StatusCode::kBusy);
   EXPECT_NE(e.status().message().find("has dirty data"), std::string::npos) << e.status().message();
@@ -153,18 +153,18 @@ TEST_F(IdentityTest, BadGeometryIsRefused) {
   auto small = NewMemoryDevice(kDataOffset + 64 * 1024, "small");
   EngineConfig c;
   c.line_size = 64 * 1024;
-  auto e = Engine::Create({origin_.get(), small.get(), fresh_store.get()}, c, false);
+  auto e = Engine::Create({origin_.get(), small.get(), fresh_store.get()}, c, Replace::kNothing);
   EXPECT_EQ(e.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(e.status().message().find("too small"), std::string::npos);
   c.line_size = 3000;
   auto blank = NewMemoryDevice(kCache, "blank");
-  e = Engine::Create({origin_.get(), blank.get(), fresh_store.get()}, c, false);
+  e = Engine::Create({origin_.get(), blank.get(), fresh_store.get()}, c, Replace::kNothing);
   EXPECT_EQ(e.status().code(), StatusCode::kInvalidArgument);
   c.line_size = 2 << 20;
-  e = Engine::Create({origin_.get(), blank.get(), fresh_store.get()}, c, false);
+  e = Engine::Create({origin_.get(), blank.get(), fresh_store.get()}, c, Replace::kNothing);
   EXPECT_EQ(e.status().code(), StatusCode::kInvalidArgument);
   c.line_size = 4096;
-  e = Engine::Create({origin_.get(), origin_.get(), fresh_store.get()}, c, false);
+  e = Engine::Create({origin_.get(), origin_.get(), fresh_store.get()}, c, Replace::kNothing);
   EXPECT_EQ(e.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(e.status().message().find("same device"), std::string::npos);
 }

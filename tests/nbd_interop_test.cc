@@ -69,7 +69,7 @@ class NbdInteropTest : public ::testing::TestWithParam<CacheMode> {
     EngineConfig c;
     c.mode = GetParam();
     c.line_size = 64 * 1024;
-    auto engine = Engine::Create({origin_.get(), cache_.get(), store_.get()}, c, false);
+    auto engine = Engine::Create({origin_.get(), cache_.get(), store_.get()}, c, Replace::kNothing);
     ASSERT_TRUE(engine.ok()) << engine.status().ToString();
     engine_ = std::move(engine.value());
     backend_ = std::make_unique<shim::EngineBackend>(engine_.get());

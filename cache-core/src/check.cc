@@ -14,6 +14,7 @@ Status CheckIdentity(const Superblock& sb, MetadataStore* store, BlockDevice* or
                      BlockDevice* cache, CheckReport* report) {
   Result<CacheIdentity> stored = store->GetIdentity();
   if (!stored.ok()) return Status::Mismatch("the metadata store holds no cache identity");
+  CACHECORE_RETURN_IF_ERROR(CheckSyncMark(cache, sb.identity.uuid, store->LatestSequence()));
   std::string diff = DescribeIdentityDifference(sb.identity, stored.value(), "the superblock",
                                                 "the metadata store");
   if (!diff.empty()) report->problems.push_back("superblock and metadata store differ: " + diff);

@@ -150,7 +150,7 @@ Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() { (void)Shutdown(); }
 
 Result<std::unique_ptr<Engine>> Engine::Create(const EngineDevices& d, const EngineConfig& config,
-                                               bool force) {
+                                               Replace replace) {
   CACHECORE_RETURN_IF_ERROR(CheckDevices(d));
   EngineConfig cfg = config;
   if (cfg.line_size == 0) cfg.line_size = kDefaultLineSize;
@@ -166,7 +166,9 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineDevices& d, const Eng
                                    std::to_string(d.cache->size_bytes()) + " bytes, at least " +
                                    std::to_string(need) + " needed for this line size");
   }
-  CACHECORE_RETURN_IF_ERROR(CheckSafeToFormat(d, force));
+  if (replace != Replace::kDamagedCache) {
+    CACHECORE_RETURN_IF_ERROR(CheckSafeToFormat(d, replace == Replace::kCleanCache));
+  }
 
   CacheIdentity id;
   id.uuid = NewRandomUuid();
@@ -190,6 +192,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineDevices& d, const Eng
   ReachedStep("attach-1-store-formatted");
   auto impl = std::make_unique<Impl>(d, cfg, id);
   CACHECORE_RETURN_IF_ERROR(impl->PersistDirtyMap(Impl::MapWrite::kAll));  // all clean
+  impl->WriteSyncMark(d.metadata->LatestSequence());  // the identity, synced above
   CACHECORE_RETURN_IF_ERROR(impl->WriteSuperblock(false));
   ReachedStep("attach-2-superblock-written");
   impl->StartCleaner();
@@ -216,6 +219,7 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineDevices& d, const Engin
                             diff);
   }
   CACHECORE_RETURN_IF_ERROR(CheckOrigin(sb->identity, d.origin, config.line_size));
+  CACHECORE_RETURN_IF_ERROR(CheckSyncMark(d.cache, sb->identity.uuid, d.metadata->LatestSequence()));
   if (kDataOffset + sb->identity.line_count * sb->identity.line_size > d.cache->size_bytes()) {
     return Status::Mismatch("the cache device is smaller than its superblock says");
   }

@@ -117,6 +117,9 @@ struct Engine::Impl {
   // Syncs the store; evictions before it are durable afterwards.
   Status SyncMetadata();
   Status SyncIfRecentlyEvicted(uint64_t line);
+  // Records on the cache device that the store is durable up to `sequence`
+  // (no flush: the next cache flush carries it). Only ever moves forward.
+  void WriteSyncMark(uint64_t sequence);
   Status AnnounceOverwrite(uint32_t slot, uint32_t b0, uint32_t b1, bool origin_write);
   // Writes pages of the dirty-region map and flushes the cache device:
   // kIfNeeded, the changed pages when a region became dirty since the last
@@ -177,6 +180,7 @@ struct Engine::Impl {
   std::atomic<uint64_t> dirty_map_generation{0};  // dirty_map.generation(), readable without mu
   std::atomic<uint64_t> dirty_map_durable{0};     // the generation on the device
   std::mutex dirty_map_io;                        // one map write at a time
+  std::atomic<uint64_t> sync_mark_written{0};
 
   std::array<std::mutex, kStripes> stripes;
 

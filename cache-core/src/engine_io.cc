@@ -357,13 +357,29 @@ Status Engine::Impl::SyncMetadata() {
     std::lock_guard lock(mu);
     covered.swap(unsynced_evictions);
   }
+  const uint64_t sequence = dev.metadata->LatestSequence();  // durable once Sync() returns
   Status m = dev.metadata->Sync();
   if (!m.ok()) {
     LiveStats::Bump(stats.metadata_err);
     std::lock_guard lock(mu);
     unsynced_evictions.merge(covered);  // still not durable
+    return m;
   }
+  WriteSyncMark(sequence);
   return m;
+}
+
+void Engine::Impl::WriteSyncMark(uint64_t sequence) {
+  uint64_t written = sync_mark_written.load();
+  do {
+    if (sequence <= written) return;
+  } while (!sync_mark_written.compare_exchange_weak(written, sequence));
+  thread_local AlignedBuffer page(kSyncMarkSize);
+  EncodeSyncMark(identity.uuid, sequence, page.data());
+  // A mark that lands late, or behind a newer one, only checks less.
+  if (!dev.cache->Write(kSyncMarkOffset, page.data(), kSyncMarkSize).ok()) {
+    CountCacheError(stats.cache_write_err);
+  }
 }
 
 Status Engine::Impl::SyncAll() {

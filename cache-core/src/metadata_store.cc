@@ -95,7 +95,9 @@ Result<std::unique_ptr<MetadataStore>> MetadataStore::Open(const std::string& pa
   rocksdb::Options o;
   o.create_if_missing = options.create_if_missing;
   if (options.env != nullptr) o.env = options.env;
-  o.wal_recovery_mode = rocksdb::WALRecoveryMode::kPointInTimeRecovery;
+  // A torn last record (a crash mid-append) is dropped; any other damage
+  // fails the open: a record lost silently could be dirty data forgotten.
+  o.wal_recovery_mode = rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
   o.max_background_jobs = 2;
   // Closing never needs to write: everything the engine relies on is in the
   // log, which Sync() makes durable. This also keeps a close after an I/O
@@ -151,6 +153,8 @@ Status MetadataStore::Apply(Batch& batch, bool sync) {
   if (batch.empty()) return Sync();
   return FromRocks(db_->Write(WriteOpts(sync), batch.rep()), "writing line metadata");
 }
+
+uint64_t MetadataStore::LatestSequence() const { return db_->GetLatestSequenceNumber(); }
 
 Status MetadataStore::Sync() {
   rocksdb::Status s = db_->SyncWAL();

@@ -94,7 +94,7 @@ Result<ReplayResult> ReplayTrace(const ReplayOptions& o) {
   ReplayResult result;
   {
     Result<std::unique_ptr<Engine>> engine =
-        Engine::Create({origin.get(), cache.get(), store->get()}, config, false);
+        Engine::Create({origin.get(), cache.get(), store->get()}, config, Replace::kNothing);
     if (!engine.ok()) return engine.status();
     Result<std::unique_ptr<TraceReader>> reader = TraceReader::Open(o.trace_path);
     if (!reader.ok()) return reader.status();

@@ -144,4 +144,44 @@ Status EraseSuperblock(BlockDevice* cache) {
   return cache->Flush();
 }
 
+namespace {
+constexpr uint32_t kSyncMagic = 0x434E5953;  // "SYNC"
+uint32_t SyncMarkCrc(const Uuid& uuid, const uint8_t* page) {
+  return Crc32c(page + 4, kSyncMarkSize - 4, Crc32c(uuid.data(), uuid.size()));
+}
+}  // namespace
+
+void EncodeSyncMark(const Uuid& uuid, uint64_t sequence, uint8_t* out) {
+  std::memset(out, 0, kSyncMarkSize);
+  std::memcpy(out + 4, &kSyncMagic, 4);
+  std::memcpy(out + 8, &sequence, 8);
+  uint32_t crc = SyncMarkCrc(uuid, out);
+  std::memcpy(out, &crc, 4);
+}
+
+Result<uint64_t> DecodeSyncMark(const Uuid& uuid, const uint8_t* in) {
+  uint32_t crc = 0, magic = 0;
+  std::memcpy(&crc, in, 4);
+  std::memcpy(&magic, in + 4, 4);
+  if (magic != kSyncMagic) return Status::NotFound("no sync mark");
+  if (crc != SyncMarkCrc(uuid, in)) return Status::Corruption("the sync mark fails its checksum");
+  uint64_t sequence = 0;
+  std::memcpy(&sequence, in + 8, 8);
+  return sequence;
+}
+
+Status CheckSyncMark(BlockDevice* cache, const Uuid& uuid, uint64_t recovered_sequence) {
+  AlignedBuffer page(kSyncMarkSize);
+  CACHECORE_RETURN_IF_ERROR(cache->Read(kSyncMarkOffset, page.data(), kSyncMarkSize));
+  Result<uint64_t> mark = DecodeSyncMark(uuid, page.data());
+  if (mark.status().code() == StatusCode::kNotFound) return Status::Ok();
+  if (!mark.ok()) return mark.status();
+  if (recovered_sequence < mark.value()) {
+    return Status::Corruption("the metadata store lost records it had made durable (its log is damaged): "
+                              "it recovered to record " + std::to_string(recovered_sequence) +
+                              ", but record " + std::to_string(mark.value()) + " had been synced");
+  }
+  return Status::Ok();
+}
+
 }  // namespace cachecore

@@ -49,7 +49,7 @@ void EngineRig::CloseStore() { store_.reset(); }
 EngineDevices EngineRig::devices() { return {origin_.get(), cache_.get(), store_.get()}; }
 
 Status EngineRig::Create(const EngineConfig& config, bool force) {
-  Result<std::unique_ptr<Engine>> e = Engine::Create(devices(), config, force);
+  Result<std::unique_ptr<Engine>> e = Engine::Create(devices(), config, force ? Replace::kCleanCache : Replace::kNothing);
   if (!e.ok()) return e.status();
   engine_ = std::move(e.value());
   return Status::Ok();

@@ -48,15 +48,23 @@ struct EngineDevices {
   MetadataStore* metadata = nullptr;
 };
 
+// What Engine::Create may format over.
+enum class Replace {
+  kNothing,       // refuse a cache device that holds a cache
+  kCleanCache,    // attach --force: a cache whose data is all on its origin
+  kDamagedCache,  // cachectl rebuild: whatever is there; the caller assessed
+                  // the damage (cachecore/damage.h) and accepted what it found
+};
+
 class Engine {
  public:
   // Formats a new cache over `devices`: writes the superblock and a fresh
-  // metadata store. Refuses when the cache device already holds a cachectl
-  // superblock, unless `force`; with `force` it still refuses when the store
-  // it would replace records dirty data. Refuses bad geometry (line size,
+  // metadata store. `replace` says what it may format over (kNothing: a
+  // device with a cachectl superblock is refused; kCleanCache: a cache that
+  // may hold dirty data still is). Refuses bad geometry (line size,
   // a cache too small for one line, an origin not a multiple of 4 KiB).
   static Result<std::unique_ptr<Engine>> Create(const EngineDevices& devices,
-                                                const EngineConfig& config, bool force);
+                                                const EngineConfig& config, Replace replace);
   // Opens an existing cache, warm. Refuses, writing nothing, when the
   // superblock and the metadata store disagree, or either disagrees with the
   // origin; the message says what differs. `config` supplies tunables; the

@@ -86,6 +86,9 @@ class MetadataStore {
   Status Apply(Batch& batch, bool sync);
   // Makes every write so far durable.
   Status Sync();
+  // The sequence number of the latest write: after Sync() every write up to
+  // it is durable, and a reopened store recovers at least that far.
+  uint64_t LatestSequence() const;
   // Visits every line record in slot order; stops at the first non-OK return.
   Status ForEachLine(const std::function<Status(uint64_t slot, const LineRecord&)>& visit);
   // Removes every line record (a cold start over a fresh store).

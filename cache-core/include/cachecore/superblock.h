@@ -68,6 +68,23 @@ Result<Superblock> ReadSuperblock(BlockDevice* cache);
 // Zeroes the superblock, durably: the device no longer holds a cache.
 Status EraseSuperblock(BlockDevice* cache);
 
+// The sync mark: 4 KiB at kSyncMarkOffset on the cache device, the metadata
+// store's sequence number as of its last completed sync. A store that
+// reopens below it lost records it had made durable (a damaged log that
+// its recovery cut short), and is refused.
+//   0  u32  CRC32C of bytes 4..4095, seeded with the CRC32C of the UUID
+//   4  u32  magic "SYNC"
+//   8  u64  sequence number
+constexpr uint64_t kSyncMarkOffset = 60 * 1024;
+constexpr uint32_t kSyncMarkSize = 4096;
+void EncodeSyncMark(const Uuid& uuid, uint64_t sequence, uint8_t* out);
+// kNotFound for a blank page; kCorruption for one that fails its checksum.
+Result<uint64_t> DecodeSyncMark(const Uuid& uuid, const uint8_t* in);
+// Reads the mark of cache `uuid` from `cache`: kCorruption, saying what was
+// lost, when `recovered_sequence` is below it or the mark is damaged; OK
+// for a blank mark (a cache made before marks existed).
+Status CheckSyncMark(BlockDevice* cache, const Uuid& uuid, uint64_t recovered_sequence);
+
 // The identity as a metadata-store value, and back.
 std::string EncodeIdentity(const CacheIdentity& id);
 Result<CacheIdentity> DecodeIdentity(const std::string& value);

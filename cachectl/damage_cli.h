@@ -1,0 +1,21 @@
+// The command line's view of a damaged cache: cachecore::AssessDamage over
+// a stopped cache's devices and store, opened read-only, and how it is
+// printed (check) or summed up in one line (start, rebuild).
+#pragma once
+
+#include <string>
+
+#include "cachecore/damage.h"
+#include "paths.h"
+
+namespace cachectl {
+
+// Fails only when a device cannot be opened at all.
+cachecore::Result<cachecore::DamageReport> AssessNamedCache(const Dirs& dirs, const std::string& name,
+                                                            CacheConfig& config);
+// The report, several lines, for cachectl check.
+void PrintDamage(const cachecore::DamageReport& report, const std::string& name);
+// "origin ranges ... may be stale" or "the origin holds all data", one phrase.
+std::string DescribeDirty(const cachecore::DamageReport& report);
+
+}  // namespace cachectl

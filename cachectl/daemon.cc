@@ -7,6 +7,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -40,14 +42,24 @@ void Log(const char* level, const std::string& msg) {
   std::fflush(stderr);
 }
 
-// The crash tests' hook: with CACHECTL_CRASH_AT=STEP (a step of
-// cachecore/steps.h) the daemon dies by SIGKILL the moment it gets there,
-// as it would on a crash: no cleanup, nothing flushed on the way out.
-void CrashAtNamedStep(const char* step) {
-  static const char* target = std::getenv("CACHECTL_CRASH_AT");
-  if (!target || std::strcmp(step, target) != 0) return;
-  Log("error", std::string("CACHECTL_CRASH_AT: killed at step ") + step);
-  kill(getpid(), SIGKILL);
+// The test hooks at the steps of cachecore/steps.h. CACHECTL_CRASH_AT=STEP:
+// the daemon dies by SIGKILL the moment it gets there, as on a crash (no
+// cleanup, nothing flushed on the way out). CACHECTL_PAUSE_AT=STEP:SECONDS:
+// the first time it gets there it waits that long, so a test can act while
+// a flush or mode switch is in the middle.
+void AtNamedStep(const char* step) {
+  static const char* crash = std::getenv("CACHECTL_CRASH_AT");
+  static const char* pause = std::getenv("CACHECTL_PAUSE_AT");
+  static std::atomic<bool> paused{false};
+  if (crash && std::strcmp(step, crash) == 0) {
+    Log("error", std::string("CACHECTL_CRASH_AT: killed at step ") + step);
+    kill(getpid(), SIGKILL);
+  }
+  const char* colon = pause ? std::strchr(pause, ':') : nullptr;
+  if (colon && std::string(pause, colon) == step && !paused.exchange(true)) {
+    Log("info", std::string("CACHECTL_PAUSE_AT: pausing at step ") + step);
+    std::this_thread::sleep_for(std::chrono::seconds(std::atoi(colon + 1)));
+  }
 }
 
 // The running daemon's parts, and how it is asked to stop.
@@ -430,7 +442,7 @@ void SignalLoop(Daemon& d) {
   pthread_sigmask(SIG_BLOCK, &set, nullptr);  // SignalLoop takes them
   signal(SIGPIPE, SIG_IGN);
   signal(SIGHUP, SIG_IGN);
-  if (std::getenv("CACHECTL_CRASH_AT")) SetStepObserver(CrashAtNamedStep);
+  if (std::getenv("CACHECTL_CRASH_AT") || std::getenv("CACHECTL_PAUSE_AT")) SetStepObserver(AtNamedStep);
   Daemon d;
   d.spec = spec;
   Status s = ClaimRunDir(spec.dirs, spec.name);

@@ -86,6 +86,69 @@ TEST_P(ConcurrencyTest, ClientsAndManagerTogether) {
   ASSERT_TRUE(e.Detach().ok());
 }
 
+// Writers that never pause, over four times the cache, in write-back: no
+// write fails, the cache cleans (and evicts) as it goes, and a flush in the
+// middle ends and leaves on the origin every write made before it began.
+TEST_P(ConcurrencyTest, SustainedWritesLargerThanTheCacheWithAFlushInTheMiddle) {
+  RigOptions ro;
+  ro.volatile_caches = false;
+  EngineRig rig(ro);  // 8 MiB origin, 1 MiB of cache lines
+  EngineConfig c;
+  c.line_size = GetParam();
+  c.mode = CacheMode::kWriteBack;
+  c.sequential_cutoff = 0;
+  ASSERT_TRUE(rig.Create(c).ok());
+  Engine& e = rig.engine();
+
+  constexpr int kWriters = 4;
+  constexpr uint64_t kBlocks = (8 << 20) / (4 * K);
+  std::atomic<bool> stop{false};
+  std::atomic<int> errors{0};
+  std::atomic<uint64_t> written{0};
+  // Per block, the tag of the last write that completed (0: none yet) and
+  // of the one in flight.
+  std::vector<std::atomic<uint32_t>> last(kBlocks), in_flight(kBlocks);
+  std::vector<std::thread> writers;
+  for (int t = 0; t < kWriters; ++t) {
+    writers.emplace_back([&, t] {
+      std::mt19937 rng(t + 7);
+      for (uint32_t op = 1; !stop.load(); ++op) {
+        uint64_t block = (rng() % (kBlocks / kWriters)) * kWriters + t;  // each writer its own blocks
+        uint32_t tag = (static_cast<uint32_t>(t) << 24) | op;
+        in_flight[block].store(tag);
+        if (!WritePattern(e, block * 4 * K, 4 * K, tag).ok()) ++errors;
+        last[block].store(tag);
+        written.fetch_add(4 * K);
+      }
+    });
+  }
+  while (written.load() < 4 * (1 << 20)) std::this_thread::yield();  // four caches' worth
+  std::vector<uint32_t> before_flush(kBlocks);
+  for (uint64_t b = 0; b < kBlocks; ++b) before_flush[b] = last[b].load();
+  ASSERT_TRUE(e.Flush().ok()) << "a flush under sustained writes did not end";
+  // Every write completed before the flush began is on the origin now, or
+  // was overwritten since by a later one (whose data may still be dirty).
+  std::vector<uint32_t> after_flush(kBlocks);
+  for (uint64_t b = 0; b < kBlocks; ++b) after_flush[b] = last[b].load();
+  stop = true;
+  for (auto& th : writers) th.join();
+  EXPECT_EQ(errors.load(), 0);
+  StatsSnapshot st = e.stats();
+  EXPECT_GT(st.evictions, 0u);
+  EXPECT_GT(st.cleaned_blocks, 0u);
+  AlignedBuffer got(4 * K), want(4 * K), newer(4 * K);
+  for (uint64_t b = 0; b < kBlocks; ++b) {
+    if (before_flush[b] == 0 || after_flush[b] != before_flush[b]) continue;  // untouched or rewritten
+    ASSERT_TRUE(rig.raw_origin().Read(b * 4 * K, got.data(), 4 * K).ok());
+    FillPattern(want.data(), b * 4 * K, 4 * K, before_flush[b]);
+    FillPattern(newer.data(), b * 4 * K, 4 * K, in_flight[b].load());  // landed during the flush
+    ASSERT_TRUE(std::memcmp(got.data(), want.data(), 4 * K) == 0 ||
+                std::memcmp(got.data(), newer.data(), 4 * K) == 0)
+        << "block " << b << " missed the flush";
+  }
+  ASSERT_TRUE(e.Detach().ok());
+}
+
 INSTANTIATE_TEST_SUITE_P(LineSizes, ConcurrencyTest, ::testing::Values(4096u, 65536u));
 
 }  // namespace

@@ -119,37 +119,62 @@ Result<uint64_t> Engine::Impl::CleanPass(uint64_t max_lines) {
     }
     if (!candidates.empty()) clean_cursor = candidates.back().first + 1;
   }
+  std::vector<uint64_t> lines;
+  for (auto [line, slot] : candidates) lines.push_back(line);
+  return CleanLines(lines, nullptr);
+}
+
+Result<uint64_t> Engine::Impl::CleanLines(const std::vector<uint64_t>& lines,
+                                          std::vector<uint64_t>* busy) {
   std::vector<size_t> held;
   std::vector<uint32_t> slots;
-  for (auto [line, slot] : candidates) {
+  for (uint64_t line : lines) {
     size_t stripe = StripeIndex(line);
     bool have = std::find(held.begin(), held.end(), stripe) != held.end();
-    if (!have && !stripes[stripe].try_lock()) continue;  // busy: next pass
+    if (!have && !stripes[stripe].try_lock()) {  // in use by client I/O: later
+      if (busy) busy->push_back(line);
+      continue;
+    }
     if (!have) held.push_back(stripe);
     std::lock_guard lock(mu);
     auto it = map.find(line);
-    if (it != map.end() && it->second == slot && slot_dirty_blocks[slot] > 0) slots.push_back(slot);
+    if (it != map.end() && slot_dirty_blocks[it->second] > 0) slots.push_back(it->second);
   }
   Status s = CleanSlots(slots);
   for (size_t stripe : held) stripes[stripe].unlock();
-  if (!s.ok()) return s;
+  if (!s.ok()) {
+    if (busy) busy->insert(busy->end(), lines.begin(), lines.end());  // all of them again
+    return s;
+  }
   return static_cast<uint64_t>(slots.size());
 }
 
 Status Engine::Impl::FlushAll(const FlushProgress& progress) {
-  const uint64_t total = stats.dirty_lines.load();
+  // The lines dirty now, in origin order. Lines dirtied later belong to the
+  // next flush: under sustained writes a flush that chased them would never
+  // end (each line is cleaned once here, with what it holds by then).
+  std::vector<uint64_t> pending;
+  {
+    std::lock_guard lock(mu);
+    pending.reserve(dirty_index.size());
+    for (const auto& entry : dirty_index) pending.push_back(entry.first);
+  }
+  const uint64_t total = pending.size();
   if (progress) progress(total, total);
   int failures = 0, idle = 0;
-  Status last;
-  while (stats.dirty_lines.load() > 0) {
-    Result<uint64_t> r = CleanPass(cleaner_batch_lines.load());
-    if (progress) progress(stats.dirty_lines.load(), total);
+  size_t next = 0;
+  while (next < pending.size()) {
+    size_t n = std::min<size_t>(std::max<uint32_t>(cleaner_batch_lines.load(), 1), pending.size() - next);
+    std::vector<uint64_t> batch(pending.begin() + next, pending.begin() + next + n), retry;
+    next += n;
+    Result<uint64_t> r = CleanLines(batch, &retry);
+    pending.insert(pending.end(), retry.begin(), retry.end());
+    if (progress) progress(pending.size() - next, total);
+    if (!r.ok() && ++failures >= 10) return r.status();
     if (!r.ok()) {
-      last = r.status();
-      if (++failures >= 10) return last;
       std::this_thread::sleep_for(std::chrono::milliseconds(10 * failures));
-    } else if (r.value() == 0) {
-      // Every dirty line is busy with client I/O right now.
+    } else if (retry.size() == n) {
+      // Every line of the batch is busy with client I/O right now.
       if (++idle > 20000) return Status::Busy("dirty lines stayed busy; flush did not finish");
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }

@@ -140,6 +140,9 @@ struct Engine::Impl {
   // One pass over up to `max_lines` dirty lines in origin order. Returns
   // how many lines it cleaned.
   Result<uint64_t> CleanPass(uint64_t max_lines);
+  // Cleans those of `lines` that are dirty; lines whose stripe is busy (or
+  // all of them, after an error) are appended to `busy` when given.
+  Result<uint64_t> CleanLines(const std::vector<uint64_t>& lines, std::vector<uint64_t>* busy);
   Status FlushAll(const FlushProgress& progress);
   void CleanerLoop();
   void StartCleaner();

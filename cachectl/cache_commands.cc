@@ -13,6 +13,7 @@
 #include "cachecore/aio_device.h"
 #include "cachecore/cache_mode.h"
 #include "cachecore/superblock.h"
+#include "cachecore/wipe.h"
 #include "cli_common.h"
 #include "damage_cli.h"
 #include "commands.h"
@@ -119,7 +120,7 @@ void ReleaseCacheDevice(const std::string& path) {
 }
 
 int Attach(const std::vector<std::string>& args) {
-  std::string origin, cache, name, mode_text = "writethrough", line_text = "64K", tcp, frontend = "auto";
+  std::string origin, cache, name, mode_text = "writethrough", line_text = "64K", tcp, frontend = "auto", group;
   CommonOptions common;
   po::options_description desc = common.Describe(
       "cachectl attach --origin DEV --cache DEV [--name NAME] [--mode MODE] [--line-size SIZE] "
@@ -131,7 +132,8 @@ int Attach(const std::vector<std::string>& args) {
       ("name", po::value(&name), "cache name (default: from the origin's file name)")
       ("mode", po::value(&mode_text), "writethrough (default), writeback, writearound, readonly, passthrough (or wt, wb, wa, ro, pt)")
       ("line-size", po::value(&line_text), "cache line size, 4K to 1M (default 64K)")
-      ("nbd-tcp", po::value(&tcp), "also serve NBD on this host:port")
+      ("nbd-tcp", po::value(&tcp), "also serve NBD on this host:port (never without this option)")
+      ("group", po::value(&group), "this group may use the NBD socket and read stats (default: root only)")
       ("frontend", po::value(&frontend), "auto (default): ublk, else kernel NBD, as /dev/mapper/NAME where "
        "the kernel has them and device-mapper, else the NBD socket alone; ublk or nbd: that one or fail; socket")
       ("force", "replace a cache device that holds another (clean) cache");
@@ -141,7 +143,8 @@ int Attach(const std::vector<std::string>& args) {
   if (name.empty()) name = volume ? *volume : NameFromPath(origin);
   Result<CacheMode> mode = ParseCacheMode(mode_text);
   Result<uint64_t> line = ParseSize(line_text);
-  for (const Status& s : {CheckName(name), mode.status(), line.status(), CheckFrontend(frontend)}) {
+  Result<int> gid = ResolveGroup(group);
+  for (const Status& s : {CheckName(name), mode.status(), line.status(), CheckFrontend(frontend), gid.status()}) {
     if (!s.ok()) return Fail(2, "attach: " + s.message());
   }
   Dirs dirs = common.dirs();
@@ -162,6 +165,7 @@ int Attach(const std::vector<std::string>& args) {
   spec.engine.line_size = static_cast<uint32_t>(line.value());
   spec.tcp_address = tcp;
   spec.frontend = frontend;
+  spec.socket_group = gid.value();
   if (volume) {
     // Online: the volume keeps its name and its users; a hidden device
     // with its current table becomes the origin.
@@ -183,7 +187,7 @@ int Attach(const std::vector<std::string>& args) {
     return Fail(ExitCodeOf(launched), "attach: " + launched.message());
   }
   CacheConfig config{{"origin", spec.origin}, {"cache", spec.cache},
-                     {"line_size", std::to_string(spec.engine.line_size)}, {"nbd_tcp", tcp},
+                     {"line_size", std::to_string(spec.engine.line_size)}, {"nbd_tcp", tcp}, {"group", group},
                      {"frontend", frontend}, {"online_volume", spec.online_volume},
                      {"online_table", spec.online_table}};
   Status saved = SaveConfig(dirs.ConfigFile(name), config);
@@ -203,6 +207,9 @@ int StartOne(const Dirs& dirs, const std::string& name, const std::string& front
   spec.origin = config.value()["origin"];
   spec.cache = config.value()["cache"];
   spec.tcp_address = config.value()["nbd_tcp"];
+  Result<int> gid = ResolveGroup(config.value()["group"]);
+  if (!gid.ok()) return Fail(kExitRefused, "start " + name + ": " + gid.status().message() + " (the socket group given at attach)");
+  spec.socket_group = gid.value();
   spec.online_volume = config.value()["online_volume"];
   spec.online_table = config.value()["online_table"];
   // The line size is the superblock's; the one recorded at attach must agree.
@@ -276,20 +283,25 @@ std::function<void(uint64_t, uint64_t)> ProgressPrinter(const std::string& what)
 
 // stop, detach, flush: NAME and a control command.
 int SimpleControl(const std::vector<std::string>& args, const char* verb, const char* usage,
-                  const std::string& command, const char* done) {
+                  std::string command, const char* done) {
   std::string name;
   CommonOptions common;
   po::options_description desc = common.Describe(usage);
   desc.add_options()("name", po::value(&name)->required(), "cache name");
+  if (command == "detach") {
+    desc.add_options()("wipe", "then discard the whole cache device and zero what still reads as data");
+  }
   po::variables_map vm;
   if (int rc = common.Parse(desc, args, vm, verb, "name"); rc >= 0) return rc;
+  const bool wipe = vm.count("wipe") > 0;
+  if (wipe) command = "detach wipe";
   if (int rc = common.RequireRoot(verb); rc != 0) return rc;
   Dirs dirs = common.dirs();
   if (access(dirs.ConfigFile(name).c_str(), F_OK) != 0) {
     return Fail(kExitNotFound, std::string(verb) + ": no cache named '" + name + "'");
   }
   bool running = SendControl(dirs.ControlSocket(name), "stats").ok();
-  if (!running && command == "detach") {
+  if (!running && command.rfind("detach", 0) == 0) {
     // A stopped cache is detached all the same: started (to clean what is
     // dirty), then detached; or, when an interrupted detach had already
     // released the cache device and nothing is dirty, only its state is
@@ -299,6 +311,12 @@ int SimpleControl(const std::vector<std::string>& args, const char* verb, const 
                                               : Result<DamageReport>(config.status());
     if (damage.ok() && damage->superblock_missing && damage->store_problem.empty() &&
         damage->dirty == DamageReport::Dirty::kNone) {
+      if (wipe) {
+        auto device = OpenAioDevice(config.value()["cache"]);
+        Result<WipeReport> wiped = device.ok() ? WipeDevice(device->get()) : Result<WipeReport>(device.status());
+        if (!wiped.ok()) return Fail(kExitIoFailure, "detach: wiping " + config.value()["cache"] + ": " +
+                                     wiped.status().message());
+      }
       std::error_code ec;
       std::filesystem::remove_all(dirs.StateDir(name), ec);
       std::printf("%s %s (finished an interrupted detach)\n", done, name.c_str());
@@ -318,7 +336,7 @@ int SimpleControl(const std::vector<std::string>& args, const char* verb, const 
                                    reply.status().message() + ")");
   }
   if (reply->exit_code != 0) return Fail(reply->exit_code, std::string(verb) + ": " + reply->message);
-  if (command == "detach") {
+  if (command.rfind("detach", 0) == 0) {
     std::error_code ec;
     std::filesystem::remove_all(dirs.StateDir(name), ec);
   }
@@ -336,8 +354,10 @@ int RunStop(const std::vector<std::string>& a) {
                        "stop", "stopped");
 }
 int RunDetach(const std::vector<std::string>& a) {
-  return SimpleControl(a, "detach", "cachectl detach NAME\n\nFlushes, then releases the cache: the "
-                       "origin alone holds the data.\n\nexample: cachectl detach data",
+  return SimpleControl(a, "detach", "cachectl detach NAME [--wipe]\n\nFlushes, then releases the cache: the "
+                       "origin alone holds the data. With --wipe, nothing of the volume's data stays\n"
+                       "readable on the cache device either (before reusing or retiring it).\n\n"
+                       "example: cachectl detach data --wipe",
                        "detach", "detached; the origin alone holds the data:");
 }
 int RunFlush(const std::vector<std::string>& a) {

@@ -1,5 +1,7 @@
 #include "cli_common.h"
 
+#include <grp.h>
+
 #include <unistd.h>
 
 #include <iostream>
@@ -43,6 +45,14 @@ int CommonOptions::RequireRoot(const std::string& verb) const {
   if (access(d.state.c_str(), W_OK) == 0 && access(d.run.c_str(), W_OK) == 0) return 0;
   return Fail(kExitRefused, verb + ": permission denied: run as root (or give --run-dir and "
                             "--state-dir that you can write)");
+}
+
+cachecore::Result<int> ResolveGroup(const std::string& name) {
+  if (name.empty()) return -1;
+  group* g = getgrnam(name.c_str());
+  if (!g && name.find_first_not_of("0123456789") == std::string::npos) g = getgrgid(std::stoul(name));
+  if (!g) return cachecore::Status::InvalidArgument("no group named '" + name + "'");
+  return static_cast<int>(g->gr_gid);
 }
 
 }  // namespace cachectl

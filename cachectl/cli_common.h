@@ -10,6 +10,10 @@
 
 namespace cachectl {
 
+// The id of group `name` (a name or a number); -1 for an empty name.
+// kInvalidArgument when there is no such group.
+cachecore::Result<int> ResolveGroup(const std::string& name);
+
 class CommonOptions {
  public:
   // `usage` is printed by --help above the options.

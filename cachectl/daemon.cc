@@ -21,6 +21,7 @@
 
 #include "cachecore/aio_device.h"
 #include "cachecore/steps.h"
+#include "cachecore/wipe.h"
 #include "control.h"
 #include "shim/dm_device.h"
 #include "shim/engine_backend.h"
@@ -81,6 +82,7 @@ struct Daemon {
   std::condition_variable cv;
   bool stop_requested = false;
   bool detach = false;
+  bool wipe = false;  // detach --wipe: no copy of the volume's data stays on the cache device
   bool stopped = false;
   Status stop_status;
 };
@@ -236,15 +238,32 @@ Status Open(Daemon& d) {
   o.export_name = d.spec.name;
   o.unix_path = d.spec.dirs.NbdSocket(d.spec.name);
   o.tcp_address = d.spec.tcp_address;
+  if (d.spec.socket_group >= 0) {
+    o.socket_mode = 0660;
+    o.socket_group = d.spec.socket_group;
+  }
   auto nbd = shim::NbdServer::Start(d.backend.get(), o);
   if (!nbd.ok()) return nbd.status();
   d.nbd = std::move(nbd.value());
   return StartKernelFrontEnd(d);
 }
 
-// Clears sockets a dead daemon left; refuses when a live one answers.
-Status ClaimRunDir(const Dirs& dirs, const std::string& name) {
-  CACHECORE_RETURN_IF_ERROR(MakeDirs(dirs.RunDir(name), 0700));
+// Clears sockets a dead daemon left; refuses when a live one answers. With
+// a socket group the group may enter the cache's run directory (and pass
+// through the one above it, without listing it).
+Status ClaimRunDir(const Dirs& dirs, const std::string& name, int gid) {
+  const std::string dir = dirs.RunDir(name);
+  CACHECORE_RETURN_IF_ERROR(MakeDirs(dir, 0700));
+  if (gid >= 0) {
+    std::string parent = dir.substr(0, dir.rfind('/'));
+    if (chmod(parent.c_str(), 0711) != 0 || chown(dir.c_str(), static_cast<uid_t>(-1), gid) != 0 ||
+        chmod(dir.c_str(), 0750) != 0) {
+      return Status::IoError("cannot open " + dir + " to group " + std::to_string(gid) + ": " +
+                             std::strerror(errno));
+    }
+  } else {
+    chmod(dir.c_str(), 0700);  // a group given at an earlier start is taken back
+  }
   Result<int> fd = shim::ConnectUnix(dirs.ControlSocket(name));
   if (fd.ok()) {
     close(fd.value());
@@ -261,10 +280,21 @@ void Report(int fd, const Status& s) {
   (void)shim::WriteFull(fd, line.data(), line.size());
 }
 
-void RequestStop(Daemon& d, bool detach) {
+// After a detach: the cache device keeps no copy of the volume's data.
+Status WipeCacheDevice(Daemon& d) {
+  Log("info", "wiping " + d.spec.cache);
+  Result<WipeReport> r = WipeDevice(d.cache.get());
+  if (!r.ok()) return r.status();
+  Log("info", std::string("wiped ") + d.spec.cache + (r->discarded ? ": discarded" : ": no discard") +
+                  ", " + std::to_string(r->bytes_overwritten) + " bytes overwritten with zeros");
+  return Status::Ok();
+}
+
+void RequestStop(Daemon& d, bool detach, bool wipe = false) {
   std::lock_guard lock(d.mu);
   d.stop_requested = true;
   d.detach = d.detach || detach;
+  d.wipe = d.wipe || wipe;
   d.cv.notify_all();
 }
 
@@ -341,13 +371,14 @@ Status EngineCommand(Daemon& d, int fd, const std::string& cmd,
                      const std::function<void(uint64_t, uint64_t)>& progress) {
   std::shared_lock lock(d.engine_mu);
   if (!d.engine) return Status::Busy("the cache is shutting down");
+  if (cmd == "stats reset" && !CallerMayChange(fd)) return Status::Busy("permission denied: run as root");
   if (cmd == "stats" || cmd == "stats reset") {
     SendStats(fd, d);
     if (cmd == "stats reset") d.engine->ResetStats();
     return Status::Ok();
   }
   if (!CallerMayChange(fd)) return Status::Busy("permission denied: run as root");
-  if (cmd == "flush" || cmd == "detach") return d.engine->Flush(progress);
+  if (cmd == "flush" || cmd == "detach" || cmd == "detach wipe") return d.engine->Flush(progress);
   if (cmd.rfind("set mode ", 0) == 0) {
     Result<CacheMode> m = ParseCacheMode(cmd.substr(9));
     if (!m.ok()) return m.status();
@@ -382,13 +413,14 @@ void HandleCommand(Daemon& d, int fd, const std::string& line) {
   };
   // detach flushes with progress while still serving, then stops.
   Status s = EngineCommand(d, fd, cmd, progress);
-  if (s.ok() && (cmd == "stop" || cmd == "detach")) {
+  const bool detach = cmd == "detach" || cmd == "detach wipe";
+  if (s.ok() && (cmd == "stop" || detach)) {
     {
       std::lock_guard lock(d.mu);
       s = StopKernelFrontEnd(d);  // refused while mounted: the cache keeps serving
     }
     if (s.ok()) {
-      RequestStop(d, cmd == "detach");
+      RequestStop(d, detach, cmd == "detach wipe");
       s = WaitStopped(d);
     }
   }
@@ -445,10 +477,12 @@ void SignalLoop(Daemon& d) {
   if (std::getenv("CACHECTL_CRASH_AT") || std::getenv("CACHECTL_PAUSE_AT")) SetStepObserver(AtNamedStep);
   Daemon d;
   d.spec = spec;
-  Status s = ClaimRunDir(spec.dirs, spec.name);
+  Status s = ClaimRunDir(spec.dirs, spec.name, spec.socket_group);
   if (s.ok()) s = Open(d);
   if (s.ok()) {
-    Result<int> fd = shim::ListenUnix(spec.dirs.ControlSocket(spec.name), 0600);
+    // The group may read stats; changes still need root (CallerMayChange).
+    Result<int> fd = shim::ListenUnix(spec.dirs.ControlSocket(spec.name),
+                                      spec.socket_group >= 0 ? 0660 : 0600, spec.socket_group);
     s = fd.status();
     if (fd.ok()) d.control_fd = fd.value();
   }
@@ -481,6 +515,7 @@ void SignalLoop(Daemon& d) {
 
   d.nbd->Stop();
   Status done = detach ? d.engine->Detach() : d.engine->Shutdown();
+  if (done.ok() && detach && d.wipe) done = WipeCacheDevice(d);
   Log(done.ok() ? "info" : "error", std::string(detach ? "detach" : "stop") + ": " + done.ToString());
   // Close everything (the store's lock above all) before answering, so a
   // 'cachectl start' right after the answer finds it free.

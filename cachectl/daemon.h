@@ -19,6 +19,9 @@ struct DaemonSpec {
   cachecore::Replace replace = cachecore::Replace::kNothing;  // what attach may format over
   cachecore::EngineConfig engine;
   std::string tcp_address;  // NBD over TCP only when given
+  // The group that may use the NBD socket and read stats (sockets 0660);
+  // -1: root only (0600).
+  int socket_group = -1;
   // "auto": ublk, else kernel NBD, under /dev/mapper/NAME where the kernel
   // has them and device-mapper, else the NBD socket alone; "ublk", "nbd":
   // that one or fail; "socket": the NBD socket alone.

@@ -25,13 +25,14 @@ Dirs ResolveDirs(const std::string& run_flag, const std::string& state_flag) {
 }
 
 Status CheckName(const std::string& name) {
-  bool ok = !name.empty() && name.size() <= 64 && name[0] != '.' &&
+  // Not starting with '-' either: the name is an argument of other commands.
+  bool ok = !name.empty() && name.size() <= 64 && name[0] != '.' && name[0] != '-' &&
             std::all_of(name.begin(), name.end(), [](char c) {
               return std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-';
             });
   if (ok) return Status::Ok();
   return Status::InvalidArgument("'" + name + "' is not a valid cache name (1-64 letters, digits, "
-                                 "'.', '_', '-'; not starting with '.')");
+                                 "'.', '_', '-'; not starting with '.' or '-')");
 }
 
 std::string NameFromPath(const std::string& path) {

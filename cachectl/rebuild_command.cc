@@ -75,6 +75,9 @@ int RunRebuild(const std::vector<std::string>& args) {
   spec.origin = config.value()["origin"];
   spec.cache = config.value()["cache"];
   spec.tcp_address = config.value()["nbd_tcp"];
+  Result<int> gid = ResolveGroup(config.value()["group"]);
+  if (!gid.ok()) return Fail(kExitRefused, "rebuild: " + gid.status().message());
+  spec.socket_group = gid.value();
   spec.frontend = config.value()["frontend"].empty() ? "auto" : config.value()["frontend"];
   spec.create = true;
   spec.replace = Replace::kDamagedCache;  // assessed above

@@ -73,11 +73,13 @@ void PrintTable(const Fields& f) {
 
 // The fields of one cache: from its daemon when it runs, else from its
 // saved configuration.
-Fields Describe(const Dirs& dirs, const std::string& name, bool reset, bool* running) {
+// A daemon that refuses (a reset by a user who may not) is an error.
+Result<Fields> Describe(const Dirs& dirs, const std::string& name, bool reset, bool* running) {
   Fields f{{"name", name}};
   Result<CacheConfig> config = LoadConfig(dirs.ConfigFile(name));
   auto reply = SendControl(dirs.ControlSocket(name), reset ? "stats reset" : "stats");
-  *running = reply.ok() && reply->exit_code == 0;
+  if (reply.ok() && reply->exit_code != 0) return Status::Busy(reply->message);
+  *running = reply.ok();
   if (!*running) f.push_back({"state", "stopped"});
   for (const std::string& kv : *running ? reply->data : std::vector<std::string>{}) {
     size_t eq = kv.find('=');
@@ -111,11 +113,19 @@ int RunStats(const std::vector<std::string>& args) {
   if (vm.count("watch") && !(watch > 0)) return Fail(2, "stats: --watch needs a positive number of seconds");
   Dirs dirs = common.dirs();
   if (access(dirs.ConfigFile(name).c_str(), F_OK) != 0) {
-    return Fail(kExitNotFound, "stats: no cache named '" + name + "'");
+    // Not root, but maybe in the cache's socket group: its daemon answers.
+    bool hidden = errno == EACCES;
+    if (!hidden) return Fail(kExitNotFound, "stats: no cache named '" + name + "'");
+    if (!SendControl(dirs.ControlSocket(name), "stats").ok()) {
+      return Fail(kExitRefused, "stats: permission denied: cache '" + name +
+                                    "' is root's, and its group (if any) does not include you");
+    }
   }
   for (bool first = true;; first = false) {
     bool running = false;
-    Fields f = Describe(dirs, name, vm.count("reset") > 0, &running);
+    Result<Fields> described = Describe(dirs, name, vm.count("reset") > 0, &running);
+    if (!described.ok()) return Fail(kExitRefused, "stats: " + described.status().message());
+    const Fields& f = described.value();
     if (vm.count("json")) std::printf("%s\n", ToJson(f).c_str());
     else if (vm.count("csv")) std::printf("%s%s\n", first ? (CsvHeader(f) + "\n").c_str() : "", CsvRow(f).c_str());
     else PrintTable(f);
@@ -138,7 +148,8 @@ int RunList(const std::vector<std::string>& args) {
   std::vector<Fields> rows;
   for (const std::string& name : ListCaches(dirs)) {
     bool running = false;
-    Fields all = Describe(dirs, name, false, &running);
+    Result<Fields> described = Describe(dirs, name, false, &running);
+    Fields all = described.ok() ? described.value() : Fields{{"name", name}, {"state", "refused"}};
     Fields row;
     for (const char* c : kColumns) {
       std::string v;

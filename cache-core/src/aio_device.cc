@@ -153,14 +153,14 @@ class AioDevice : public BlockDevice {
     if (is_block_) {
       uint64_t range[2] = {offset, length};
       if (ioctl(fd_, BLKDISCARD, range) == 0) return Status::Ok();
-      // A disk without discard support simply keeps the old data: not an error.
-      return errno == EOPNOTSUPP ? Status::Ok() : ErrnoStatus("BLKDISCARD", errno);
+      // A disk without discard support keeps the old data: callers decide.
+      return errno == EOPNOTSUPP ? Status::NotSupported("discard") : ErrnoStatus("BLKDISCARD", errno);
     }
     if (fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
                   static_cast<off_t>(offset), static_cast<off_t>(length)) == 0) {
       return Status::Ok();
     }
-    return errno == EOPNOTSUPP ? Status::Ok() : ErrnoStatus("punch hole", errno);
+    return errno == EOPNOTSUPP ? Status::NotSupported("discard") : ErrnoStatus("punch hole", errno);
   }
 
   int fd_;

@@ -323,6 +323,7 @@ Status Engine::Discard(uint64_t offset, uint64_t length) {
   // changes under them (see AnnounceOverwrite).
   CACHECORE_RETURN_IF_ERROR(impl_->SyncMetadata());
   Status s = impl_->dev.origin->Discard(offset, length);
+  if (s.code() == StatusCode::kNotSupported) return Status::Ok();  // a hint the origin may ignore
   if (!s.ok()) LiveStats::Bump(impl_->stats.origin_write_err);
   return s;
 }

@@ -28,7 +28,7 @@ class NbdServerImpl : public NbdServer {
   Status Listen() {
     if (pipe2(wake_, O_CLOEXEC) != 0) return Status::IoError("pipe");
     if (!options_.unix_path.empty()) {
-      Result<int> fd = ListenUnix(options_.unix_path, options_.socket_mode);
+      Result<int> fd = ListenUnix(options_.unix_path, options_.socket_mode, options_.socket_group);
       if (!fd.ok()) return fd.status();
       listeners_.push_back(fd.value());
     }

@@ -69,7 +69,7 @@ bool WriteVecFull(int fd, iovec* iov, int count) {
   return true;
 }
 
-Result<int> ListenUnix(const std::string& path, unsigned mode) {
+Result<int> ListenUnix(const std::string& path, unsigned mode, int gid) {
   Result<sockaddr_un> addr = UnixAddress(path);
   if (!addr.ok()) return addr.status();
   int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -78,6 +78,7 @@ Result<int> ListenUnix(const std::string& path, unsigned mode) {
   mode_t old = umask(0177);
   int rc = bind(fd, reinterpret_cast<sockaddr*>(&addr.value()), sizeof(sockaddr_un));
   umask(old);
+  if (rc == 0 && gid >= 0) rc = chown(path.c_str(), static_cast<uid_t>(-1), static_cast<gid_t>(gid));
   if (rc != 0 || chmod(path.c_str(), mode) != 0 || listen(fd, 64) != 0) {
     Status s = Errno("cannot listen on " + path);
     close(fd);

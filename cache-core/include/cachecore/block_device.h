@@ -46,7 +46,9 @@ class BlockDevice {
   // What identifies the storage behind this device (a path, a device id): the
   // superblock records it so that a cache is never paired with another origin.
   virtual std::string identity() const = 0;
-  // Whether kDiscard does anything (nbdkit style: the device says, callers ask).
+  // Whether kDiscard does anything (nbdkit style: the device says, callers
+  // ask). A device may still find out at the call that it cannot: then the
+  // discard fails with kNotSupported and the data stays.
   virtual bool supports_discard() const = 0;
 
   // Submits every request at once (a device may run them in parallel, in any

@@ -36,6 +36,7 @@ struct NbdServerOptions {
   std::string export_name;       // clients may ask for it or for "" (the default)
   std::string unix_path;         // created with mode 0600 (see socket_mode)
   unsigned socket_mode = 0600;
+  int socket_group = -1;         // >= 0: the socket's group (with socket_mode 0660)
   std::string tcp_address;       // "host:port"; empty: no TCP listener
   unsigned worker_threads = 8;
 };

@@ -32,8 +32,9 @@ inline uint64_t GetBe64(const uint8_t* p) {
   return v;
 }
 
-// A listening unix socket at `path` with `mode`; fails if the path exists.
-cachecore::Result<int> ListenUnix(const std::string& path, unsigned mode);
+// A listening unix socket at `path` with `mode` (and group `gid` when >= 0);
+// fails if the path exists.
+cachecore::Result<int> ListenUnix(const std::string& path, unsigned mode, int gid = -1);
 // A listening TCP socket on "host:port".
 cachecore::Result<int> ListenTcp(const std::string& address);
 // A connected unix socket, or an error naming the path.

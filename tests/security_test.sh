@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# Who may use a cache, and what stays behind: the control and NBD sockets
+# are root's alone unless a group is given at attach; a member of that group
+# may do I/O and read stats but change nothing; nothing listens on TCP
+# unless asked; `detach --wipe` leaves no data on the cache device; names
+# that are not names are refused before anything happens.
+# Usage: security_test.sh PATH/TO/cachectl
+set -u
+C=$1
+for tool in setpriv nbdinfo ss qemu-io; do
+  command -v $tool >/dev/null || { echo "FAIL: $tool is not installed (run scripts/setup.sh)"; exit 1; }
+done
+W=$(mktemp -d)
+chmod 755 "$W"  # so that nobody can reach the run directory at all
+export CACHECTL_RUN_DIR=$W/run CACHECTL_STATE_DIR=$W/state
+cleanup() {
+  for p in "$W"/run/*/pid; do [ -f "$p" ] && kill -9 "$(cat "$p")" 2>/dev/null; done
+  rm -rf "$W"
+}
+trap cleanup EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+# as_nobody [GROUP_ID] CMD...: run as uid 65534, in that supplementary group.
+as_nobody() {
+  local groups=--clear-groups
+  [ "$1" != - ] && groups="--groups=$1"
+  shift
+  setpriv --reuid=65534 --regid=65534 $groups "$@"
+}
+uri() { echo "nbd+unix:///vol?socket=$W/run/vol/nbd"; }
+truncate -s 64M "$W/origin.img" "$W/ssd.img"
+attach() { "$C" attach --origin "$W/origin.img" --cache "$W/ssd.img" --name vol --frontend socket "$@" >"$W/out" 2>&1; }
+
+echo "== root only by default"
+attach || fail "attach: $(cat "$W/out")"
+pid=$(cat "$W/run/vol/pid")
+[ "$(stat -c %a "$W/run/vol/control")" = 600 ] || fail "control socket mode $(stat -c %a "$W/run/vol/control")"
+[ "$(stat -c %a "$W/run/vol/nbd")" = 600 ] || fail "NBD socket mode $(stat -c %a "$W/run/vol/nbd")"
+[ "$(stat -c %a "$W/run/vol")" = 700 ] || fail "run directory mode $(stat -c %a "$W/run/vol")"
+as_nobody - nbdinfo "$(uri)" >/dev/null 2>&1 && fail "an unprivileged user reached the NBD socket"
+as_nobody 100 nbdinfo "$(uri)" >/dev/null 2>&1 && fail "a group member reached the NBD socket with no group configured"
+ss -ltnp 2>/dev/null | grep -q "pid=$pid," && fail "the daemon listens on TCP without --nbd-tcp: $(ss -ltnp | grep "pid=$pid,")"
+"$C" detach vol >/dev/null || fail "detach"
+
+echo "== a group given at attach"
+out=$("$C" attach --origin "$W/origin.img" --cache "$W/ssd.img" --name vol --group no-such-group-here 2>&1)
+[ $? -eq 2 ] && echo "$out" | grep -q "no group named 'no-such-group-here'" || fail "unknown group: $out"
+[ -z "$(ls "$W/state" 2>/dev/null)" ] || fail "a refused attach left state: $(ls "$W/state")"
+attach --group users || fail "attach --group users: $(cat "$W/out")"
+[ "$(stat -c '%a %G' "$W/run/vol/nbd")" = "660 users" ] || fail "NBD socket: $(stat -c '%a %G' "$W/run/vol/nbd")"
+[ "$(stat -c '%a %G' "$W/run/vol/control")" = "660 users" ] || fail "control socket: $(stat -c '%a %G' "$W/run/vol/control")"
+as_nobody 100 nbdinfo --size "$(uri)" >"$W/out" 2>&1 || fail "a group member cannot use the NBD socket: $(cat "$W/out")"
+as_nobody - nbdinfo "$(uri)" >/dev/null 2>&1 && fail "a user outside the group reached the NBD socket"
+# The control socket: a member may read stats, not change anything.
+as_nobody 100 "$C" stats vol >"$W/out" 2>&1 || fail "a group member cannot read stats: $(cat "$W/out")"
+for change in "flush vol" "stats vol --reset" "set vol --seq-cutoff 0"; do
+  as_nobody 100 "$C" $change >"$W/out" 2>&1 && fail "a group member could $change"
+  grep -q "permission denied" "$W/out" || fail "$change by a group member: $(cat "$W/out")"
+done
+# The group survives a restart.
+"$C" stop vol >/dev/null && "$C" start vol >/dev/null || fail "stop/start"
+[ "$(stat -c '%a %G' "$W/run/vol/nbd")" = "660 users" ] || fail "after start: $(stat -c '%a %G' "$W/run/vol/nbd")"
+
+echo "== detach --wipe"
+"$C" set vol --seq-cutoff 0 >/dev/null
+qemu-io -f raw "nbd:unix:$W/run/vol/nbd" -c 'write -P 0xab 0 8M' -c 'read -P 0xab 0 8M' >/dev/null ||
+  fail "write through the cache"
+grep -c $'\xab\xab\xab\xab' "$W/ssd.img" >/dev/null || fail "the test data never reached the cache device"
+"$C" detach vol --wipe >"$W/out" 2>&1 || fail "detach --wipe: $(cat "$W/out")"
+cmp -s -n "$(stat -c %s "$W/ssd.img")" "$W/ssd.img" /dev/zero || fail "the cache device is not blank after --wipe"
+qemu-io -f raw "$W/origin.img" -c 'read -P 0xab 0 8M' >/dev/null || fail "the origin lost the data"
+attach || fail "attach on the wiped device: $(cat "$W/out")"
+"$C" detach vol >/dev/null
+
+echo "== names and sizes never reach a shell"
+for bad in '../x' 'a;touch x' '$(touch x)' 'a b' '-x'; do
+  out=$("$C" attach --origin "$W/origin.img" --cache "$W/ssd.img" --name "$bad" 2>&1)
+  [ $? -eq 2 ] || fail "name '$bad' accepted: $out"
+done
+out=$("$C" attach --origin "$W/origin.img" --cache "$W/ssd.img" --line-size '4K;touch x' 2>&1)
+[ $? -eq 2 ] || fail "line size '4K;touch x' accepted: $out"
+[ ! -e x ] && [ ! -e "$W/x" ] || fail "a name reached a shell"
+
+[ $failures -eq 0 ] && echo "PASS: sockets, group, TCP, wipe, names" || { echo "$failures failures"; exit 1; }

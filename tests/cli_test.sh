@@ -5,7 +5,7 @@
 set -u
 cachectl=$1
 traces=$2
-failures=0
+failures=0 bad_inputs=0
 out=$(mktemp)
 err=$(mktemp)
 trap 'rm -f "$out" "$err"' EXIT
@@ -16,6 +16,7 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 expect() {
   local code=$1 pattern=$2
   shift 3
+  [ "$code" -ne 0 ] && bad_inputs=$((bad_inputs + 1))
   "$cachectl" "$@" >"$out" 2>"$err"
   local rc=$?
   [ "$rc" -eq "$code" ] || fail "cachectl $*: exit $rc, wanted $code"
@@ -44,6 +45,7 @@ done
 expect 0 "" -- replay --trace "$traces/arc_OLTP.csv.zst" --cache-size 16M --line-size 64K
 grep -q "^hit ratio" "$out" || fail "replay text output lacks 'hit ratio': $(cat "$out")"
 
+[ -n "${CACHECTL_FIGURES:-}" ] && echo "bad_inputs ${bad_inputs:-0}" >>"$CACHECTL_FIGURES"
 if [ "$failures" -ne 0 ]; then
   echo "$failures failure(s)"
   exit 1

@@ -11,7 +11,7 @@ for tool in qemu-io nbdinfo setpriv losetup mkfs.ext4; do
 done
 W=$(mktemp -d)
 export CACHECTL_RUN_DIR=$W/run CACHECTL_STATE_DIR=$W/state
-failures=0
+failures=0 bad_inputs=0
 busy_loop=
 cleanup() {
   mountpoint -q "$W/busy" 2>/dev/null && umount "$W/busy"
@@ -29,6 +29,7 @@ digest() { stat -c '%n %s %y' "$@" | tr '\n' ' '; }
 expect() {
   local code=$1 pattern=$2
   shift 3
+  [ "$code" -ne 0 ] && bad_inputs=$((bad_inputs + 1))
   local before after
   before=$(digest "$W"/*.img)
   "$C" "$@" >"$W/out" 2>"$W/err"
@@ -190,6 +191,7 @@ qemu-io -f raw "$W/origin.img" -c 'read -P 0x42 0 4M' -c 'read -P 0x17 8M 2M' -c
 expect 0 "" -- attach --origin "$W/origin.img" --cache "$W/ssd.img" --name again   # the SSD was released
 expect 0 "" -- detach again
 
+[ -n "${CACHECTL_FIGURES:-}" ] && echo "bad_inputs ${bad_inputs:-0}" >>"$CACHECTL_FIGURES"
 if [ "$failures" -ne 0 ]; then
   echo "$failures failure(s)"
   exit 1

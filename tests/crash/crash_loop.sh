@@ -2,7 +2,8 @@
 # The crash loop: a cache on sparse files, a journaling writer on its NBD
 # socket (tests/crash/journal_io.py), and `kill -9` of the daemon at a
 # random moment: during writes, during a flush, during a mode switch or
-# during a detach. After each kill the cache comes back (`cachectl start`,
+# during a detach, and, after a finished detach, during the next attach (at
+# one of its steps, CACHECTL_CRASH_AT). After each kill the cache comes back (`cachectl start`,
 # or a fresh attach when the detach had finished) and every block must hold
 # its last flushed write or a later one.
 #
@@ -66,6 +67,12 @@ for cycle in $(seq 1 "$CYCLES"); do
   elif [ -f "$W/state/vol/cache.conf" ]; then
     restarts=$((restarts + 1))
   else
+    # The detach had finished: attach again, the first time killed at one
+    # of attach's steps (it fails, and leaves nothing that needs --force).
+    steps=(attach-1-store-formatted attach-2-superblock-written)
+    step=${steps[RANDOM % 2]}
+    CACHECTL_CRASH_AT=$step "$C" attach --origin "$W/origin.img" --cache "$W/ssd.img" --name vol \
+      --mode "$MODE" --line-size "$LINE" --frontend socket >"$W/out" 2>&1 && die "attach survived $step"
     attach
     reattached=$((reattached + 1))
   fi

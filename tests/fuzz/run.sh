@@ -18,9 +18,12 @@ for target in fuzz_superblock fuzz_line_record fuzz_trace_line fuzz_nbd fuzz_con
   echo "== $target for ${seconds}s"
   if ! (cd build-fuzz && UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
         ./tests/fuzz/$target -max_total_time="$seconds" -print_final_stats=1 \
-        -artifact_prefix="$target-" "corpus/$target" 2>&1 | tail -20); then
+        -artifact_prefix="$target-" "corpus/$target" >"$target.log" 2>&1); then
     echo "FAIL: $target"
     status=1
   fi
+  tail -20 "build-fuzz/$target.log"
+  execs=$(grep -o 'number_of_executed_units: [0-9]*' "build-fuzz/$target.log" | grep -o '[0-9]*$' || echo 0)
+  if [ -n "${CACHECTL_FIGURES:-}" ]; then echo "fuzz_execs_$target ${execs:-0}" >>"$CACHECTL_FIGURES"; fi
 done
 exit $status

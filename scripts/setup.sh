@@ -11,6 +11,8 @@ packages=(
   libdevmapper-dev liburing-dev
   # NBD clients the interop tests use
   libnbd-bin python3-libnbd qemu-utils fio fuse3 e2fsprogs
+  # the security test looks for TCP listeners with ss
+  iproute2
   # the qemu guest with a real kernel (tests/guest)
   qemu-system-x86 busybox-static kmod cpio xz-utils dmsetup
   # libFuzzer targets (tests/fuzz)

@@ -12,6 +12,7 @@
 
 #include "cachecore/aio_device.h"
 #include "cachecore/cache_mode.h"
+#include "cachecore/nbd_device.h"
 #include "cachecore/superblock.h"
 #include "cachecore/wipe.h"
 #include "cli_common.h"
@@ -37,10 +38,20 @@ bool SameDevice(const struct stat& a, const struct stat& b) {
 // use by another cache": caught here, before anything is opened for writing.
 Status CheckDevices(const Dirs& dirs, const std::string& origin, const std::string& cache) {
   struct stat so {}, sc {};
-  if (stat(origin.c_str(), &so) != 0) return Status::NotFound("origin " + origin + " does not exist");
+  if (IsNbdUri(cache)) return Status::InvalidArgument("the cache must be a local file or block device, not " + cache);
+  const bool network_origin = IsNbdUri(origin);
+  if (network_origin) {
+    // A network volume: it must answer now.
+    Result<std::unique_ptr<BlockDevice>> probe = OpenNbdDevice(origin);
+    if (!probe.ok()) return Status::NotFound("origin " + probe.status().message());
+  } else if (stat(origin.c_str(), &so) != 0) {
+    return Status::NotFound("origin " + origin + " does not exist");
+  }
   if (stat(cache.c_str(), &sc) != 0) return Status::NotFound("cache " + cache + " does not exist");
-  if (SameDevice(so, sc)) return Status::InvalidArgument("origin and cache are the same device (" + origin + ")");
-  if (S_ISBLK(so.st_mode) && !shim::DmNameOf(origin)) {
+  if (!network_origin && SameDevice(so, sc)) {
+    return Status::InvalidArgument("origin and cache are the same device (" + origin + ")");
+  }
+  if (!network_origin && S_ISBLK(so.st_mode) && !shim::DmNameOf(origin)) {
     // Only a device-mapper volume can be interposed while in use.
     int fd = open(origin.c_str(), O_RDONLY | O_EXCL | O_CLOEXEC);
     if (fd < 0 && errno == EBUSY) {
@@ -55,10 +66,14 @@ Status CheckDevices(const Dirs& dirs, const std::string& origin, const std::stri
     if (auto vol = shim::DmNameOf(origin); vol && c.value()["online_volume"] == *vol) {
       return Status::Busy("/dev/mapper/" + *vol + " is cached already, by cache '" + other + "'");
     }
+    if (network_origin && c.value()["origin"] == origin) {
+      return Status::Busy(origin + " is in use by cache '" + other + "' (its origin); detach that cache first");
+    }
     for (const char* role : {"origin", "cache"}) {
       struct stat st {};
       if (stat(c.value()[role].c_str(), &st) != 0) continue;
       for (auto [path, mine] : {std::pair{&origin, &so}, std::pair{&cache, &sc}}) {
+        if (path == &origin && network_origin) continue;
         if (SameDevice(st, *mine)) {
           return Status::Busy(*path + " is in use by cache '" + other + "' (its " + role +
                               "); detach that cache first");
@@ -70,6 +85,7 @@ Status CheckDevices(const Dirs& dirs, const std::string& origin, const std::stri
 }
 
 std::string Absolute(const std::string& path) {
+  if (IsNbdUri(path)) return path;
   std::error_code ec;
   auto p = std::filesystem::absolute(path, ec);
   return ec ? path : p.string();
@@ -127,7 +143,8 @@ int Attach(const std::vector<std::string>& args) {
       "[--force]\n\nexample: cachectl attach --origin /dev/vg0/data --cache /dev/nvme0n1p2 "
       "--mode writeback --name data");
   desc.add_options()
-      ("origin", po::value(&origin)->required(), "the volume to cache (its data is kept)")
+      ("origin", po::value(&origin)->required(), "the volume to cache (its data is kept): a file, a block "
+       "device, or an NBD URI (nbd://HOST[:PORT]/EXPORT, nbd+unix:///EXPORT?socket=PATH)")
       ("cache", po::value(&cache)->required(), "the SSD device or file (its contents are replaced)")
       ("name", po::value(&name), "cache name (default: from the origin's file name)")
       ("mode", po::value(&mode_text), "writethrough (default), writeback, writearound, readonly, passthrough (or wt, wb, wa, ro, pt)")
@@ -139,7 +156,8 @@ int Attach(const std::vector<std::string>& args) {
       ("force", "replace a cache device that holds another (clean) cache");
   po::variables_map vm;
   if (int rc = common.Parse(desc, args, vm, "attach"); rc >= 0) return rc;
-  std::optional<std::string> volume = shim::DmNameOf(origin);
+  std::optional<std::string> volume = IsNbdUri(origin) ? std::nullopt : shim::DmNameOf(origin);
+  if (name.empty() && IsNbdUri(origin)) return Fail(2, "attach: an NBD origin needs --name");
   if (name.empty()) name = volume ? *volume : NameFromPath(origin);
   Result<CacheMode> mode = ParseCacheMode(mode_text);
   Result<uint64_t> line = ParseSize(line_text);

@@ -3,6 +3,7 @@
 #include <cstdio>
 
 #include "cachecore/aio_device.h"
+#include "cachecore/open_device.h"
 #include "cachecore/check.h"
 #include "cli_common.h"
 #include "damage_cli.h"
@@ -34,7 +35,7 @@ int RunCheck(const std::vector<std::string>& args) {
   }
   AioOptions ro;
   ro.read_only = true;
-  auto origin = OpenAioDevice(config.value()["origin"], ro);
+  auto origin = OpenOriginDevice(config.value()["origin"], /*read_only=*/true);
   if (!origin.ok()) return Fail(ExitCodeOf(origin.status()), "check: " + origin.status().message());
   auto cache = OpenAioDevice(config.value()["cache"], ro);
   if (!cache.ok()) return Fail(ExitCodeOf(cache.status()), "check: " + cache.status().message());

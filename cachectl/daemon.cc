@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "cachecore/aio_device.h"
+#include "cachecore/open_device.h"
 #include "cachecore/steps.h"
 #include "cachecore/wipe.h"
 #include "control.h"
@@ -217,7 +218,7 @@ Status Open(Daemon& d) {
     if (!table.ok()) return table.status();
     CACHECORE_RETURN_IF_ERROR(shim::CreateDevice(HiddenOriginName(d.spec.name), table.value()));
   }
-  auto origin = OpenAioDevice(d.spec.origin);
+  auto origin = OpenOriginDevice(d.spec.origin);
   if (!origin.ok()) return origin.status();
   auto cache = OpenAioDevice(d.spec.cache);
   if (!cache.ok()) return cache.status();

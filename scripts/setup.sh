@@ -7,10 +7,10 @@ cd "$(dirname "$0")/.."
 
 packages=(
   build-essential cmake pkg-config ccache zstd
-  librocksdb-dev libaio-dev libboost-program-options-dev libgtest-dev libzstd-dev
+  librocksdb-dev libaio-dev libboost-program-options-dev libgtest-dev libzstd-dev libnbd-dev
   libdevmapper-dev liburing-dev
   # NBD clients the interop tests use
-  libnbd-bin python3-libnbd qemu-utils fio fuse3 e2fsprogs
+  libnbd-bin python3-libnbd qemu-utils fio fuse3 e2fsprogs nbdkit
   # the security test looks for TCP listeners with ss
   iproute2
   # the qemu guest with a real kernel (tests/guest)

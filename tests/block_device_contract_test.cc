@@ -15,7 +15,9 @@
 #include "cachecore/aio_device.h"
 #include "cachecore/fault_device.h"
 #include "cachecore/memory_device.h"
+#include "cachecore/nbd_device.h"
 #include "support/engine_rig.h"
+#include "support/nbdkit_server.h"
 
 namespace cachecore::testing {
 namespace {
@@ -24,6 +26,7 @@ constexpr uint64_t kSize = 4 << 20;
 
 struct DeviceUnderTest {
   TempDir dir;
+  std::unique_ptr<NbdkitServer> server;  // for the NBD device; outlives `base`
   std::string loop;  // a loop device to detach afterwards
   std::unique_ptr<BlockDevice> base;
   std::unique_ptr<BlockDevice> wrapper;
@@ -83,6 +86,18 @@ void MakeAioLoop(DeviceUnderTest& d) {
   d.device = d.base.get();
 }
 
+// An NBD export (nbdkit's memory plugin) through libnbd: an origin that
+// is a network volume.
+void MakeNbd(DeviceUnderTest& d) {
+  d.server = std::make_unique<NbdkitServer>(d.dir.path(), std::vector<std::string>{
+                                                "memory", "size=" + std::to_string(kSize)});
+  ASSERT_TRUE(d.server->running());
+  Result<std::unique_ptr<BlockDevice>> dev = OpenNbdDevice(d.server->uri());
+  ASSERT_TRUE(dev.ok()) << dev.status().ToString();
+  d.base = std::move(dev.value());
+  d.device = d.base.get();
+}
+
 void MakeFault(DeviceUnderTest& d, bool volatile_cache) {
   d.base = NewMemoryDevice(kSize, "contract");
   d.wrapper = std::make_unique<FaultDevice>(d.base.get(), volatile_cache);
@@ -93,6 +108,7 @@ const Impl kImpls[] = {
     {"Memory", MakeMemory},
     {"AioFile", MakeAioFile},
     {"AioLoopBlockDevice", MakeAioLoop},
+    {"Nbd", MakeNbd},
     {"Fault", [](DeviceUnderTest& d) { MakeFault(d, false); }},
     {"FaultVolatile", [](DeviceUnderTest& d) { MakeFault(d, true); }},
 };

@@ -126,6 +126,21 @@ TEST_F(EngineFaultTest, ChecksumMismatchOnCleanBlockIsRepaired) {
   EXPECT_EQ(rig_.engine().stats().read_hits, 2u);
 }
 
+// A read over many lines, all cached, goes out as one batch; one block
+// that fails its checksum sends the whole read down the line-by-line path,
+// which repairs it from the origin.
+TEST_F(EngineFaultTest, ABatchedReadWithOneBadBlockIsRepaired) {
+  Create(CacheMode::kWriteThrough);
+  ASSERT_TRUE(WritePattern(rig_.engine(), 0, 64 * K, 5).ok());  // 16 lines of 4 KiB, cached
+  EXPECT_TRUE(HasPattern(rig_.engine(), 0, 64 * K, 5));
+  EXPECT_EQ(rig_.engine().stats().read_hits, 16u);
+  CorruptSlotZero();
+  EXPECT_TRUE(HasPattern(rig_.engine(), 0, 64 * K, 5));
+  EXPECT_EQ(rig_.engine().stats().errors.checksum_repaired, 1u);
+  EXPECT_TRUE(HasPattern(rig_.engine(), 0, 64 * K, 5));  // batched again, repaired copy
+  EXPECT_EQ(rig_.engine().stats().errors.checksum_repaired, 1u);
+}
+
 TEST_F(EngineFaultTest, ChecksumMismatchOnDirtyBlockIsAnErrorNeverWrongData) {
   Create(CacheMode::kWriteBack);
   ASSERT_TRUE(WritePattern(rig_.engine(), 0, 4 * K, 8).ok());

@@ -100,6 +100,10 @@ struct Engine::Impl {
     uint64_t hits = 0, misses = 0;
   };
   Status ReadSegment(const Segment& seg, uint8_t* out, bool bypass, Tally& tally);
+  // A read over several lines, every block cached: one batch of cache reads
+  // (engine_read_batch.cc). False, with nothing counted, when it does not
+  // apply or anything fails; the caller then reads line by line.
+  bool ReadAllHits(uint64_t offset, uint8_t* out, uint64_t length, Tally& tally);
   Status WriteSegment(const Segment& seg, const uint8_t* in, bool bypass, Tally& tally);
   Status DiscardSegment(const Segment& seg);
   Status WriteBackSegment(const Segment& seg, std::optional<uint32_t> slot, uint8_t* window);

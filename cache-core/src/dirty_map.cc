@@ -33,10 +33,7 @@ DirtyMap::DirtyMap(const CacheIdentity& identity)
 
 void DirtyMap::LineDirty(uint64_t line) {
   uint32_t r = RegionOf(line);
-  if (dirty_lines_[r]++ == 0) {
-    page_changed_[r / kRegionsPerPage] = true;
-    ++generation_;
-  }
+  if (dirty_lines_[r]++ == 0) page_changed_[r / kRegionsPerPage] = true;
 }
 
 void DirtyMap::LineClean(uint64_t line) {

@@ -125,17 +125,11 @@ struct Engine::Impl {
   // (no flush: the next cache flush carries it). Only ever moves forward.
   void WriteSyncMark(uint64_t sequence);
   Status AnnounceOverwrite(uint32_t slot, uint32_t b0, uint32_t b1, bool origin_write);
-  // Writes pages of the dirty-region map and flushes the cache device:
-  // kIfNeeded, the changed pages when a region became dirty since the last
-  // write; kChanged, the changed pages (cleared bits too); kAll, every page.
-  enum class MapWrite { kIfNeeded, kChanged, kAll };
-  Status PersistDirtyMap(MapWrite what);
-  // Returns once every region made dirty so far is durable in the map: a
-  // dirty record may follow.
-  Status EnsureDirtyMapDurable() {
-    if (dirty_map_durable.load() >= dirty_map_generation.load()) return Status::Ok();
-    return PersistDirtyMap(MapWrite::kIfNeeded);
-  }
+  // Writes the dirty-region map's changed pages (every page with kAll);
+  // with `flush`, flushes the cache device too. SyncAll writes them without
+  // a flush of their own: its cache flush carries them.
+  enum class MapWrite { kChanged, kAll };
+  Status PersistDirtyMap(MapWrite what, bool flush = true);
 
   // ---- cleaning (engine_cleaner.cc)
   // Writes the dirty blocks of `slots` (their stripes held by the caller)
@@ -183,10 +177,8 @@ struct Engine::Impl {
   // be the durable ones (see SyncIfRecentlyEvicted).
   std::unordered_set<uint64_t> unsynced_evictions;  // origin line -> slot, for sorted cleaning
   uint64_t clean_cursor = 0;
-  DirtyMap dirty_map;  // under mu
-  std::atomic<uint64_t> dirty_map_generation{0};  // dirty_map.generation(), readable without mu
-  std::atomic<uint64_t> dirty_map_durable{0};     // the generation on the device
-  std::mutex dirty_map_io;                        // one map write at a time
+  DirtyMap dirty_map;      // under mu
+  std::mutex dirty_map_io;  // one map write at a time
   std::atomic<uint64_t> sync_mark_written{0};
 
   std::array<std::mutex, kStripes> stripes;

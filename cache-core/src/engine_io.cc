@@ -250,13 +250,12 @@ Status Engine::Impl::WriteBackSegment(const Segment& seg, std::optional<uint32_t
     ReleaseIfEmpty(*slot, batch);
     return dev.metadata->Apply(batch, true);
   }
-  // 2. ... then its metadata (unsynced: Sync() and FUA make it durable),
-  // after the dirty-region map that covers it ...
+  // 2. ... then its metadata (unsynced: Sync() and FUA make it durable,
+  // the dirty-region map's bit with it) ...
   uint64_t epoch = flushes_started.load();
   for (uint32_t b = b0; b < b1; ++b) {
     MarkDirty(*slot, b, BlockCrc(window, b - b0), overwritten[b - b0], epoch);
   }
-  CACHECORE_RETURN_IF_ERROR(EnsureDirtyMapDurable());
   // 3. ... and only then does the caller acknowledge the write.
   return PutRecord(*slot, false);
 }
@@ -384,15 +383,19 @@ void Engine::Impl::WriteSyncMark(uint64_t sequence) {
 
 Status Engine::Impl::SyncAll() {
   const uint64_t epoch = flushes_started.fetch_add(1) + 1;
-  // Data on both devices first, then the metadata that describes it.
-  Status c = dev.cache->Flush();
-  if (!c.ok()) {
-    CountCacheError(stats.cache_flush_err);
-    // With no dirty line the origin holds every acknowledged write and a
-    // clean copy that did not persist fails its checksum and is read from
-    // the origin: the client's flush does not depend on the cache device.
-    if (stats.dirty_lines.load() == 0) c = Status::Ok();
+  // Data on both devices first, then the metadata that describes it. The
+  // dirty-region map's changed pages ride on the cache flush: every region
+  // with dirty data is marked on the device before any of its records is
+  // synced.
+  Status c = PersistDirtyMap(MapWrite::kChanged, /*flush=*/false);  // counts its own errors
+  if (c.ok()) {
+    c = dev.cache->Flush();
+    if (!c.ok()) CountCacheError(stats.cache_flush_err);
   }
+  // With no dirty line the origin holds every acknowledged write and a clean
+  // copy that did not persist fails its checksum and is read from the
+  // origin: the client's flush does not depend on the cache device.
+  if (!c.ok() && stats.dirty_lines.load() == 0) c = Status::Ok();
   Status o = dev.origin->Flush();
   if (!o.ok()) LiveStats::Bump(stats.origin_flush_err);
   Status m = (c.ok() && o.ok()) ? SyncMetadata() : Status::Ok();
@@ -405,14 +408,11 @@ Status Engine::Impl::SyncAll() {
   return Status::Ok();
 }
 
-Status Engine::Impl::PersistDirtyMap(MapWrite what) {
+Status Engine::Impl::PersistDirtyMap(MapWrite what, bool flush) {
   std::lock_guard io(dirty_map_io);
   std::vector<std::pair<uint64_t, AlignedBuffer>> pages;
-  uint64_t generation;
   {
     std::lock_guard lock(mu);
-    generation = dirty_map.generation();
-    if (what == MapWrite::kIfNeeded && dirty_map_durable.load() >= generation) return Status::Ok();
     pages = dirty_map.TakeChangedPages(what == MapWrite::kAll);
   }
   std::vector<IoRequest> writes;
@@ -424,7 +424,7 @@ Status Engine::Impl::PersistDirtyMap(MapWrite what) {
     s = dev.cache->SubmitAndWait(writes);
     if (!s.ok()) CountCacheError(stats.cache_write_err);
   }
-  if (!writes.empty() && s.ok()) {
+  if (!writes.empty() && s.ok() && flush) {
     s = dev.cache->Flush();
     if (!s.ok()) CountCacheError(stats.cache_flush_err);
   }
@@ -432,9 +432,6 @@ Status Engine::Impl::PersistDirtyMap(MapWrite what) {
     std::lock_guard lock(mu);
     dirty_map.MarkAllChanged();  // written again next time
     return s;
-  }
-  uint64_t durable = dirty_map_durable.load();
-  while (durable < generation && !dirty_map_durable.compare_exchange_weak(durable, generation)) {
   }
   return Status::Ok();
 }

@@ -134,7 +134,6 @@ void Engine::Impl::MarkDirty(uint32_t slot, uint32_t block, uint32_t crc, bool o
     std::lock_guard lock(mu);
     dirty_index[slot_line[slot]] = slot;
     dirty_map.LineDirty(slot_line[slot]);
-    dirty_map_generation.store(dirty_map.generation());
   }
   block_flags[i] = kValid | kDirty | (overwritten ? kOverwritten : 0);
   block_crc[i] = crc;

@@ -122,6 +122,23 @@ def run(args):
             warm(target, size)
             point("4k-randread-qd32", config, target, "randread", "4k", 32)
 
+        print("== the seed profiles on the emulated disk (working set warm in every cache)", file=sys.stderr)
+        profiles = [("4k-randread", "randread", "4k", 16, ()),
+                    ("4k-randwrite", "randwrite", "4k", 16, ()),
+                    ("64k-seqread", "read", "64k", 16, ()),
+                    ("64k-seqwrite", "write", "64k", 16, ()),
+                    ("sql-8k-70r30w", "randrw", "8k", 16, ("--rwmixread=70",))]
+        if not quick:
+            profiles += [("oracle-8k-90r10w", "randrw", "8k", 16, ("--rwmixread=90",)),
+                         ("sql-8k-80r20w", "randrw", "8k", 16, ("--rwmixread=80",))]
+        for name, rw, bs, depth, extra in profiles:
+            writes = rw != "read" and rw != "randread"
+            # Write profiles use write-back (the peer's cache filter is write-back too).
+            cachectl(args.build, env, "set", "bench", "--mode", "writeback" if writes else "writethrough")
+            for config, target in (("uncached", uri(hdd)), ("cachectl", ours), ("nbdkit-cache", uri(peer))):
+                point(name, config, target, rw, bs, depth, extra)
+        cachectl(args.build, env, "set", "bench", "--mode", "writethrough")
+
         print("== the hit path, against the limit", file=sys.stderr)
         ssd_peer = f"{w}/ssdfile.sock"
         procs.append(Proc(["nbdkit", "--foreground", "-U", ssd_peer, "file", f"file={ssd}"], ssd_peer))
@@ -136,9 +153,40 @@ def run(args):
         for p in reversed(procs):
             p.stop()
         shutil.rmtree(w, ignore_errors=True)
+    results["policy"] = policy(args.build)
     with open(args.out, "w") as f:
         json.dump(results, f, indent=1)
     return results
+
+
+def reference_ratios():
+    """The reference table of ../shared/traces/README.md: {(trace, pct): {policy: ratio}}."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    readme = os.path.join(here, "..", "..", "..", "shared", "traces", "README.md")
+    table, trace, header = {}, None, None
+    for line in open(readme):
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 8 and cells[0] == "trace":
+            header = cells[2:]
+        elif header and len(cells) == 8 and cells[1].endswith("%"):
+            trace = cells[0] or trace
+            table[(trace, int(cells[1].rstrip(" %")))] = dict(zip(header, (float(c) for c in cells[2:])))
+    return table
+
+
+def policy(build):
+    """cachectl replay on every shared trace at 1, 5 and 10 % of its footprint."""
+    print("== policy: replay of the shared traces", file=sys.stderr)
+    rows = []
+    traces = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared", "traces")
+    for (trace, pct), ref in sorted(reference_ratios().items()):
+        out = subprocess.run([f"{build}/cachectl/cachectl", "replay", "--trace",
+                              os.path.join(traces, trace + ".csv.zst"), "--cache-size", f"{pct}%", "--json"],
+                             capture_output=True, text=True, check=True).stdout
+        ours = json.loads(out)["hit_ratio"]
+        rows.append({"trace": trace, "size_pct": pct, "cachectl": round(ours, 4), "reference": ref})
+        print(f"  {trace:24s} {pct:3d}% cachectl {ours:.4f}  best {max(ref.values()):.4f}", file=sys.stderr)
+    return rows
 
 
 def report(results):
@@ -161,6 +209,20 @@ def report(results):
             lines.append(f"| {config} | {p['iops']:.0f} | {p['mb_s']:.1f} | {p['lat_mean_ms']:.2f} | "
                          f"{p['lat_p99_ms']:.2f} | {p['iops'] / base['iops']:.1f}x |")
     lines += ["", "QNAP's published SSD-cache speedup for 4K random read: 27.8x.", ""]
+    lines += ["### Seed profiles on the emulated disk (queue depth 16, working set warm)", "",
+              "Write profiles run cachectl in write-back (nbdkit's cache filter is write-back by default).", "",
+              "| profile | uncached IOPS | cachectl IOPS | nbdkit-cache IOPS | cachectl speedup | peer speedup | "
+              "cachectl mean / p99 ms | QNAP SSD-cache speedup |",
+              "|---|---|---|---|---|---|---|---|"]
+    qnap = {"4k-randread": "27.8x", "4k-randwrite": "93x", "64k-seqread": "2.2x", "64k-seqwrite": "3.4x"}
+    for name in ("4k-randread", "4k-randwrite", "64k-seqread", "64k-seqwrite", "sql-8k-70r30w",
+                 "oracle-8k-90r10w", "sql-8k-80r20w"):
+        u, c, n = (get(name, x) for x in ("uncached", "cachectl", "nbdkit-cache"))
+        if u and c and n:
+            lines.append(f"| {name} | {u['iops']:.0f} | {c['iops']:.0f} | {n['iops']:.0f} | "
+                         f"{c['iops'] / u['iops']:.1f}x | {n['iops'] / u['iops']:.1f}x | "
+                         f"{c['lat_mean_ms']:.2f} / {c['lat_p99_ms']:.2f} | {qnap.get(name, '')} |")
+    lines += [""]
     lines += ["### The hit path against the limit (100 % hits)", "",
               "| workload | cachectl | nbdkit file (SSD file, no caching work) | nbdkit memory | cachectl / nbdkit file |",
               "|---|---|---|---|---|"]
@@ -170,6 +232,15 @@ def report(results):
             lines.append(f"| {workload} | {ours['iops']:.0f} IOPS, {ours['mb_s']:.0f} MB/s | "
                          f"{f['iops']:.0f} IOPS, {f['mb_s']:.0f} MB/s | {m['iops']:.0f} IOPS, "
                          f"{m['mb_s']:.0f} MB/s | {ours['iops'] / f['iops']:.2f} |")
+    if results.get("policy"):
+        lines += ["", "### Policy: block hit ratio of `cachectl replay` against the reference columns", "",
+                  "| trace | size | cachectl | LRU | ARC | S3-FIFO T2 | best reference | cachectl - best |",
+                  "|---|---|---|---|---|---|---|---|"]
+        for r in results["policy"]:
+            ref = r["reference"]
+            best = max(ref.values())
+            lines.append(f"| {r['trace']} | {r['size_pct']} % | {r['cachectl']:.4f} | {ref['LRU']:.4f} | "
+                         f"{ref['ARC']:.4f} | {ref['S3-FIFO T2']:.4f} | {best:.4f} | {r['cachectl'] - best:+.4f} |")
     return "\n".join(lines) + "\n"
 
 

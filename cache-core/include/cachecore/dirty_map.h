@@ -3,9 +3,12 @@
 // store. When the store is damaged it still tells which origin ranges may
 // be stale (cachectl check, cachectl rebuild).
 //
-// Rule: a region's bit is durable before any record that makes a line in it
-// dirty is written to the store. Bits are cleared lazily (a set bit may
-// outlive its dirty lines: "may be stale", never "missed").
+// Rule: when a flush completes (the client's FLUSH, a FUA write, a clean
+// shutdown), the bit of every region with dirty data is durable: the map's
+// changed pages are written before the cache device is flushed, and that
+// flush comes before the store's sync. So every dirty write a client was
+// promised is covered. Bits are cleared lazily (a set bit may outlive its
+// dirty lines: "may be stale", never "missed").
 //
 // On the cache device, at kDirtyMapOffset, pages of 4 KiB (little-endian):
 //   0  u32  CRC32C of bytes 4..4095, seeded with the CRC32C of the cache UUID
@@ -43,9 +46,6 @@ class DirtyMap {
   // under its mutex.
   void LineDirty(uint64_t line);
   void LineClean(uint64_t line);
-  // Bumped each time a region becomes dirty: the map must be written
-  // before a record depending on that is.
-  uint64_t generation() const { return generation_; }
 
   // The pages changed since the last call (every page with `all`), encoded
   // for the device: {device offset, 4 KiB}. Same locking as LineDirty.
@@ -69,7 +69,6 @@ class DirtyMap {
   uint32_t pages_;
   std::vector<uint32_t> dirty_lines_;  // per region
   std::vector<bool> page_changed_;
-  uint64_t generation_ = 0;
 };
 
 }  // namespace cachecore

@@ -219,27 +219,15 @@ int Attach(const std::vector<std::string>& args) {
 int StartOne(const Dirs& dirs, const std::string& name, const std::string& frontend_override) {
   Result<CacheConfig> config = LoadConfig(dirs.ConfigFile(name));
   if (!config.ok()) return Fail(kExitNotFound, "start: no cache named '" + name + "'");
-  DaemonSpec spec;
-  spec.name = name;
-  spec.dirs = dirs;
-  spec.origin = config.value()["origin"];
-  spec.cache = config.value()["cache"];
-  spec.tcp_address = config.value()["nbd_tcp"];
-  Result<int> gid = ResolveGroup(config.value()["group"]);
-  if (!gid.ok()) return Fail(kExitRefused, "start " + name + ": " + gid.status().message() + " (the socket group given at attach)");
-  spec.socket_group = gid.value();
-  spec.online_volume = config.value()["online_volume"];
-  spec.online_table = config.value()["online_table"];
-  // The line size is the superblock's; the one recorded at attach must agree.
-  spec.engine.line_size = static_cast<uint32_t>(std::strtoul(config.value()["line_size"].c_str(), nullptr, 10));
-  spec.frontend = frontend_override.empty() ? config.value()["frontend"] : frontend_override;
-  if (spec.frontend.empty()) spec.frontend = "auto";
+  Result<DaemonSpec> from_config = SpecFromConfig(dirs, name, config.value());
+  if (!from_config.ok()) return Fail(kExitRefused, "start " + name + ": " + from_config.status().message());
+  DaemonSpec& spec = from_config.value();
+  if (!frontend_override.empty()) spec.frontend = frontend_override;
   Status s = LaunchDaemon(spec);
   if (!s.ok()) {
     Result<DamageReport> damage = AssessNamedCache(dirs, name, config.value());
     if (!damage.ok() || !damage->damaged()) return Fail(ExitCodeOf(s), "start " + name + ": " + s.message());
-    if (damage->superblock_missing && damage->store_problem.empty() &&
-        damage->dirty == DamageReport::Dirty::kNone) {
+    if (damage->released_with_nothing_dirty()) {
       return Fail(kExitRefused, "start " + name + ": " + spec.cache + " was released by a detach that "
                   "did not finish (or its superblock was overwritten); the origin holds all the data: "
                   "run 'cachectl detach " + name + "' to finish it");
@@ -327,8 +315,7 @@ int SimpleControl(const std::vector<std::string>& args, const char* verb, const 
     Result<CacheConfig> config = LoadConfig(dirs.ConfigFile(name));
     Result<DamageReport> damage = config.ok() ? AssessNamedCache(dirs, name, config.value())
                                               : Result<DamageReport>(config.status());
-    if (damage.ok() && damage->superblock_missing && damage->store_problem.empty() &&
-        damage->dirty == DamageReport::Dirty::kNone) {
+    if (damage.ok() && damage->released_with_nothing_dirty()) {
       if (wipe) {
         auto device = OpenAioDevice(config.value()["cache"]);
         Result<WipeReport> wiped = device.ok() ? WipeDevice(device->get()) : Result<WipeReport>(device.status());

@@ -23,6 +23,7 @@
 #include "cachecore/open_device.h"
 #include "cachecore/steps.h"
 #include "cachecore/wipe.h"
+#include "cli_common.h"
 #include "control.h"
 #include "shim/dm_device.h"
 #include "shim/engine_backend.h"
@@ -553,6 +554,23 @@ Status CheckFrontend(const std::string& frontend) {
     return Status::Ok();
   }
   return Status::InvalidArgument("unknown front end '" + frontend + "' (use auto, ublk, nbd or socket)");
+}
+
+Result<DaemonSpec> SpecFromConfig(const Dirs& dirs, const std::string& name, CacheConfig& config) {
+  Result<int> gid = ResolveGroup(config["group"]);
+  if (!gid.ok()) return Status::InvalidArgument(gid.status().message() + " (the socket group given at attach)");
+  DaemonSpec spec;
+  spec.name = name;
+  spec.dirs = dirs;
+  spec.origin = config["origin"];
+  spec.cache = config["cache"];
+  spec.tcp_address = config["nbd_tcp"];
+  spec.socket_group = gid.value();
+  spec.online_volume = config["online_volume"];
+  spec.online_table = config["online_table"];
+  spec.engine.line_size = static_cast<uint32_t>(std::strtoul(config["line_size"].c_str(), nullptr, 10));
+  spec.frontend = config["frontend"].empty() ? "auto" : config["frontend"];
+  return spec;
 }
 
 Status LaunchDaemon(const DaemonSpec& spec) {

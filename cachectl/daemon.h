@@ -43,4 +43,11 @@ cachecore::Status CheckFrontend(const std::string& frontend);
 // failure comes back as the daemon saw it, before anything was served.
 cachecore::Status LaunchDaemon(const DaemonSpec& spec);
 
+// The spec of an attached cache from its saved configuration, to start it
+// (or rebuild it): devices, line size (the superblock's must agree), front
+// end, TCP address, socket group, online volume. kInvalidArgument when the
+// saved socket group no longer exists.
+cachecore::Result<DaemonSpec> SpecFromConfig(const Dirs& dirs, const std::string& name,
+                                             CacheConfig& config);
+
 }  // namespace cachectl

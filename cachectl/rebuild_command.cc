@@ -69,20 +69,12 @@ int RunRebuild(const std::vector<std::string>& args) {
     return Fail(kExitRefused, "rebuild: " + DescribeDirty(damage.value()) +
                 "; 'cachectl check " + name + "' lists them; --force rebuilds anyway");
   }
-  DaemonSpec spec;
-  spec.name = name;
-  spec.dirs = dirs;
-  spec.origin = config.value()["origin"];
-  spec.cache = config.value()["cache"];
-  spec.tcp_address = config.value()["nbd_tcp"];
-  Result<int> gid = ResolveGroup(config.value()["group"]);
-  if (!gid.ok()) return Fail(kExitRefused, "rebuild: " + gid.status().message());
-  spec.socket_group = gid.value();
-  spec.frontend = config.value()["frontend"].empty() ? "auto" : config.value()["frontend"];
+  Result<DaemonSpec> from_config = SpecFromConfig(dirs, name, config.value());
+  if (!from_config.ok()) return Fail(kExitRefused, "rebuild: " + from_config.status().message());
+  DaemonSpec& spec = from_config.value();
   spec.create = true;
   spec.replace = Replace::kDamagedCache;  // assessed above
   spec.engine.mode = mode_text.empty() ? OldModeOr(dirs, name, CacheMode::kWriteThrough) : mode.value();
-  spec.engine.line_size = static_cast<uint32_t>(std::stoul("0" + config.value()["line_size"]));
   for (auto [at, len] : damage->stale) {
     std::printf("keeps the origin's older data: bytes %llu..%llu\n", (unsigned long long)at,
                 (unsigned long long)(at + len));

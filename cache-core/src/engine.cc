@@ -412,8 +412,7 @@ Status Engine::Shutdown() {
   // Refuse new I/O from here on; a failed sync leaves the flag unclean, so
   // the next start proves what it finds.
   impl_->shut_down.store(true);
-  if (!s.ok()) return s;
-  CACHECORE_RETURN_IF_ERROR(impl_->PersistDirtyMap(Impl::MapWrite::kAll));
+  if (!s.ok()) return s;  // SyncAll wrote the dirty-region map's changed pages
   return impl_->WriteSuperblock(true);
 }
 

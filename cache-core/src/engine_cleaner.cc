@@ -108,19 +108,17 @@ Status Engine::Impl::CleanSlots(const std::vector<uint32_t>& slots_in) {
 }
 
 Result<uint64_t> Engine::Impl::CleanPass(uint64_t max_lines) {
-  std::vector<std::pair<uint64_t, uint32_t>> candidates;
+  std::vector<uint64_t> lines;
   {
     std::lock_guard lock(mu);
     auto it = dirty_index.lower_bound(clean_cursor);
-    for (size_t n = 0; n < dirty_index.size() && candidates.size() < max_lines; ++n) {
+    for (size_t n = 0; n < dirty_index.size() && lines.size() < max_lines; ++n) {
       if (it == dirty_index.end()) it = dirty_index.begin();
-      candidates.push_back(*it);
+      lines.push_back(it->first);
       ++it;
     }
-    if (!candidates.empty()) clean_cursor = candidates.back().first + 1;
+    if (!lines.empty()) clean_cursor = lines.back() + 1;
   }
-  std::vector<uint64_t> lines;
-  for (auto [line, slot] : candidates) lines.push_back(line);
   return CleanLines(lines, nullptr);
 }
 
@@ -179,10 +177,7 @@ Status Engine::Impl::FlushAll(const FlushProgress& progress) {
       std::this_thread::sleep_for(std::chrono::microseconds(200));
     }
   }
-  // The map's bits of the regions just cleaned; a failure leaves them set,
-  // which only over-reports what may be stale.
-  (void)PersistDirtyMap(MapWrite::kChanged);
-  return SyncAll();
+  return SyncAll();  // writes the dirty-region map's cleared bits too
 }
 
 void Engine::Impl::CleanerLoop() {

@@ -95,8 +95,9 @@ Result<std::unique_ptr<MetadataStore>> MetadataStore::Open(const std::string& pa
   rocksdb::Options o;
   o.create_if_missing = options.create_if_missing;
   if (options.env != nullptr) o.env = options.env;
-  // A torn last record (a crash mid-append) is dropped; any other damage
-  // fails the open: a record lost silently could be dirty data forgotten.
+  // A torn tail (a crash mid-append) is dropped; damage before the log's
+  // tail fails the open. RocksDB cannot tell a log cut short from a torn
+  // tail: the engine's sync mark (superblock.h) catches that case.
   o.wal_recovery_mode = rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
   o.max_background_jobs = 2;
   // Closing never needs to write: everything the engine relies on is in the

@@ -94,18 +94,14 @@ class NbdDevice : public BlockDevice {
     // One completion per command, allocated up front: libnbd's callbacks
     // hold pointers into this vector until nbd_poll has retired them all.
     uint64_t pieces = 0;
-    for (const IoRequest& r : requests) {
-      pieces += (Skipped(r, flush_, trim_) || !CheckRequest(r).ok()) ? 0 : Pieces(r);
+    for (IoRequest& r : requests) {
+      r.status = CheckRequest(r);
+      pieces += (!r.status.ok() || Skipped(r, flush_, trim_)) ? 0 : Pieces(r);
     }
     std::vector<Completion> completions;
     completions.reserve(pieces);
-    Status first = Status::Ok();
     for (IoRequest& r : requests) {
-      r.status = CheckRequest(r);
-      if (!r.status.ok()) {
-        if (first.ok()) first = r.status;
-        continue;
-      }
+      if (!r.status.ok()) continue;
       if (Skipped(r, flush_, trim_)) {
         // No flush: the server has no volatile cache to flush. No trim: the
         // caller learns that the data stays.
@@ -128,12 +124,11 @@ class NbdDevice : public BlockDevice {
       if (c.error > 0 && c.request->status.ok()) {
         c.request->status = Status::IoError("NBD server: " + std::string(strerror(c.error)));
       }
-      if (!c.request->status.ok() && first.ok()) first = c.request->status;
     }
     for (IoRequest& r : requests) {
-      if (!r.status.ok() && r.status.code() == StatusCode::kNotSupported && first.ok()) first = r.status;
+      if (!r.status.ok()) return r.status;
     }
-    return first;
+    return Status::Ok();
   }
 
   std::string uri_;

@@ -21,6 +21,11 @@ struct DamageReport {
   OriginRanges stale;              // with kSome: ranges that may be stale on the origin
   bool superblock_missing = false; // no superblock at all (released, or overwritten)
   bool damaged() const { return !superblock_problem.empty() || !store_problem.empty(); }
+  // No superblock, an intact store and nothing dirty: what a detach leaves
+  // when it stops after releasing the device (finishing it loses nothing).
+  bool released_with_nothing_dirty() const {
+    return superblock_missing && store_problem.empty() && dirty == Dirty::kNone;
+  }
 };
 
 // `store` is the cache's metadata store opened read-only, or null when it

@@ -271,52 +271,51 @@ struct DirectionCounters {
   std::atomic<uint64_t>& miss_requests;
 };
 
-// Splits a request into line segments, runs `segment_fn` on each, and
-// counts the outcome.
-template <typename SegmentFn>
-Status RunSegments(Engine::Impl& impl, uint64_t offset, uint64_t length,
-                   const DirectionCounters& counters, SegmentFn segment_fn) {
-  CACHECORE_RETURN_IF_ERROR(CheckRange(impl, offset, length));
+// Whether a request is part of a sequential stream past the cutoff (the
+// stream detector sees every request).
+bool Bypass(Engine::Impl& impl, uint64_t offset, uint64_t length) {
   bool bypass = impl.admission.SequentialBypass(offset, length);
   if (bypass) LiveStats::Bump(impl.stats.bypassed);
-  Engine::Impl::Tally tally;
-  Status s = ForEachSegment(offset, length, impl.line_size, [&](const Segment& seg, uint64_t at) {
-    return segment_fn(seg, at, bypass, tally);
-  });
+  return bypass;
+}
+
+void CountOutcome(const Engine::Impl::Tally& tally, const DirectionCounters& counters) {
   LiveStats::Bump(counters.hits, tally.hits);
   LiveStats::Bump(counters.misses, tally.misses);
   LiveStats::Bump(tally.misses == 0 ? counters.full
                   : tally.hits == 0 ? counters.miss_requests : counters.partial);
-  return s;
 }
 }  // namespace
 
 Status Engine::Read(uint64_t offset, void* buffer, uint64_t length) {
+  CACHECORE_RETURN_IF_ERROR(CheckRange(*impl_, offset, length));
   LiveStats& st = impl_->stats;
   auto* out = static_cast<uint8_t*>(buffer);
+  const bool bypass = Bypass(*impl_, offset, length);
   Impl::Tally tally;
-  if (CheckRange(*impl_, offset, length).ok() && impl_->ReadAllHits(offset, out, length, tally)) {
-    (void)impl_->admission.SequentialBypass(offset, length);  // the stream detector sees every request
-    LiveStats::Bump(st.read_hits, tally.hits);
-    LiveStats::Bump(st.read_full);
-    return Status::Ok();
+  Status s = Status::Ok();
+  if (!impl_->ReadBatch(offset, out, length, bypass, tally, s)) {
+    s = ForEachSegment(offset, length, impl_->line_size, [&](const Segment& seg, uint64_t at) {
+      return impl_->ReadSegment(seg, out + at, bypass, tally);
+    });
   }
-  return RunSegments(*impl_, offset, length,
-                     {st.read_hits, st.read_misses, st.read_full, st.read_partial, st.read_miss_req},
-                     [&](const Segment& seg, uint64_t at, bool bypass, Impl::Tally& tally) {
-                       return impl_->ReadSegment(seg, out + at, bypass, tally);
-                     });
+  CountOutcome(tally, {st.read_hits, st.read_misses, st.read_full, st.read_partial, st.read_miss_req});
+  return s;
 }
 
 Status Engine::Write(uint64_t offset, const void* buffer, uint64_t length, bool fua) {
+  CACHECORE_RETURN_IF_ERROR(CheckRange(*impl_, offset, length));
   LiveStats& st = impl_->stats;
   const auto* in = static_cast<const uint8_t*>(buffer);
-  Status s = RunSegments(
-      *impl_, offset, length,
-      {st.write_hits, st.write_misses, st.write_full, st.write_partial, st.write_miss_req},
-      [&](const Segment& seg, uint64_t at, bool bypass, Impl::Tally& tally) {
-        return impl_->WriteSegment(seg, in + at, bypass, tally);
-      });
+  const bool bypass = Bypass(*impl_, offset, length);
+  Impl::Tally tally;
+  Status s = Status::Ok();
+  if (!impl_->WriteBackBatch(offset, in, length, bypass, tally, s)) {
+    s = ForEachSegment(offset, length, impl_->line_size, [&](const Segment& seg, uint64_t at) {
+      return impl_->WriteSegment(seg, in + at, bypass, tally);
+    });
+  }
+  CountOutcome(tally, {st.write_hits, st.write_misses, st.write_full, st.write_partial, st.write_miss_req});
   if (s.ok() && fua) s = impl_->SyncAll();
   return s;
 }

@@ -15,6 +15,7 @@
 #include <map>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -50,6 +51,8 @@ struct Segment {
   bool block_aligned() const { return begin % kBlockSize == 0 && end % kBlockSize == 0; }
 };
 
+struct LineBatch;  // engine_batch.cc
+
 struct Engine::Impl {
   Impl(const EngineDevices& devices, const EngineConfig& config, const CacheIdentity& identity);
   ~Impl();
@@ -77,6 +80,10 @@ struct Engine::Impl {
   // A slot for `line` (caller holds its stripe). Evicts (cleaning first if
   // needed) when the cache is full. Nothing when every candidate is busy.
   std::optional<uint32_t> Allocate(uint64_t line);
+  // The same for a caller that holds the stripes `held` (sorted): a victim
+  // in them needs no lock, and the lines of `keep` are never victims.
+  std::optional<uint32_t> Allocate(uint64_t line, std::span<const size_t> held,
+                                   std::span<const Segment> keep);
   // Called under mu_: the line in `slot` leaves the cache (it is clean).
   void EvictLocked(uint32_t slot, MetadataStore::Batch& batch);
   LineRecord BuildRecord(uint32_t slot) const;
@@ -100,11 +107,30 @@ struct Engine::Impl {
     uint64_t hits = 0, misses = 0;
   };
   Status ReadSegment(const Segment& seg, uint8_t* out, bool bypass, Tally& tally);
-  // A read over several lines, every block cached: one batch of cache reads
-  // (engine_read_batch.cc). False, with nothing counted, when it does not
-  // apply or anything fails; the caller then reads line by line.
-  bool ReadAllHits(uint64_t offset, uint8_t* out, uint64_t length, Tally& tally);
   Status WriteSegment(const Segment& seg, const uint8_t* in, bool bypass, Tally& tally);
+  // ---- requests over several lines as batches (engine_batch.cc)
+  // Whole blocks, memory fit for direct I/O, more than one line.
+  bool Batchable(uint64_t offset, const void* buffer, uint64_t length) const;
+  // A read over several lines: cached runs in one batch of cache reads,
+  // missing runs in one of origin reads, then promoted in one batch. False,
+  // with nothing counted or changed, when it does not apply or a cached
+  // block cannot be read or proven: the caller then reads line by line,
+  // which repairs and reports. Otherwise `result` is the read's outcome.
+  bool ReadBatch(uint64_t offset, uint8_t* out, uint64_t length, bool bypass, Tally& tally,
+                 Status& result);
+  // A write-back write over several lines: data in one batch of cache
+  // writes, then the records in one metadata batch. False when it does not
+  // apply (the caller writes line by line); otherwise `result` is the
+  // request's outcome.
+  bool WriteBackBatch(uint64_t offset, const uint8_t* in, uint64_t length, bool bypass,
+                      Tally& tally, Status& result);
+  void HoldLines(uint64_t offset, uint64_t length, LineBatch& batch);
+  void ReleaseLines(const LineBatch& batch);
+  std::optional<uint32_t> AllocateInBatch(LineBatch& batch, size_t segment);
+  void PromoteBatch(const uint8_t* data, LineBatch& batch);
+  // The cache device failed a write-back write: the data goes to the
+  // origin, durably, and the blocks leave the cache.
+  Status CacheWriteFailed(const Segment& seg, uint32_t slot, const uint8_t* data);
   Status DiscardSegment(const Segment& seg);
   Status WriteBackSegment(const Segment& seg, std::optional<uint32_t> slot, uint8_t* window);
   Status ThroughSegment(const Segment& seg, std::optional<uint32_t> slot, uint8_t* window,

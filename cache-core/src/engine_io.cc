@@ -232,24 +232,7 @@ Status Engine::Impl::WriteBackSegment(const Segment& seg, std::optional<uint32_t
 
   // 1. Data to the cache device ...
   Status s = dev.cache->Write(SlotOffset(*slot, b0), window, uint64_t{b1 - b0} * kBlockSize);
-  if (!s.ok()) {
-    // The cache device failed the write: the data goes to the origin,
-    // durably, and the blocks leave the cache.
-    CountCacheError(stats.cache_write_err);
-    CACHECORE_RETURN_IF_ERROR(AnnounceOverwrite(*slot, b0, b1, /*origin_write=*/true));
-    uint64_t at = OriginOffset(seg.line, b0);
-    Status o = dev.origin->Write(at, window, uint64_t{b1 - b0} * kBlockSize);
-    if (o.ok()) o = dev.origin->Flush();
-    if (!o.ok()) {
-      LiveStats::Bump(stats.origin_write_err);
-      return o;
-    }
-    for (uint32_t b = b0; b < b1; ++b) Invalidate(*slot, b);
-    MetadataStore::Batch batch;
-    batch.PutLine(*slot, BuildRecord(*slot));
-    ReleaseIfEmpty(*slot, batch);
-    return dev.metadata->Apply(batch, true);
-  }
+  if (!s.ok()) return CacheWriteFailed(seg, *slot, window);
   // 2. ... then its metadata (unsynced: Sync() and FUA make it durable,
   // the dirty-region map's bit with it) ...
   uint64_t epoch = flushes_started.load();
@@ -258,6 +241,23 @@ Status Engine::Impl::WriteBackSegment(const Segment& seg, std::optional<uint32_t
   }
   // 3. ... and only then does the caller acknowledge the write.
   return PutRecord(*slot, false);
+}
+
+Status Engine::Impl::CacheWriteFailed(const Segment& seg, uint32_t slot, const uint8_t* data) {
+  const uint32_t b0 = seg.first_block(), b1 = seg.end_block();
+  CountCacheError(stats.cache_write_err);
+  CACHECORE_RETURN_IF_ERROR(AnnounceOverwrite(slot, b0, b1, /*origin_write=*/true));
+  Status o = dev.origin->Write(OriginOffset(seg.line, b0), data, uint64_t{b1 - b0} * kBlockSize);
+  if (o.ok()) o = dev.origin->Flush();
+  if (!o.ok()) {
+    LiveStats::Bump(stats.origin_write_err);
+    return o;
+  }
+  for (uint32_t b = b0; b < b1; ++b) Invalidate(slot, b);
+  MetadataStore::Batch batch;
+  batch.PutLine(slot, BuildRecord(slot));
+  ReleaseIfEmpty(slot, batch);
+  return dev.metadata->Apply(batch, true);
 }
 
 void Engine::Impl::UpdateCachedBlocks(uint32_t slot, uint32_t b0, uint32_t b1,

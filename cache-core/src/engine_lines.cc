@@ -39,6 +39,11 @@ void Engine::Impl::EvictLocked(uint32_t slot, MetadataStore::Batch& batch) {
 
 std::optional<uint32_t> Engine::Impl::Allocate(uint64_t line) {
   const size_t my_stripe = StripeIndex(line);
+  return Allocate(line, {&my_stripe, 1}, {});
+}
+
+std::optional<uint32_t> Engine::Impl::Allocate(uint64_t line, std::span<const size_t> held,
+                                               std::span<const Segment> keep) {
   MetadataStore::Batch batch;
   std::unique_lock lock(mu);
   for (int attempt = 0; attempt < 4; ++attempt) {
@@ -62,8 +67,11 @@ std::optional<uint32_t> Engine::Impl::Allocate(uint64_t line) {
     // Cache full: take a victim whose stripe nobody else holds.
     std::mutex* locked_stripe = nullptr;
     std::optional<uint32_t> victim = policy->PickVictim([&](uint32_t s) {
+      for (const Segment& k : keep) {
+        if (k.line == slot_line[s]) return false;  // the caller is working on it
+      }
       size_t stripe = StripeIndex(slot_line[s]);
-      if (stripe == my_stripe) return true;  // we hold it already
+      if (std::binary_search(held.begin(), held.end(), stripe)) return true;  // we hold it already
       if (!stripes[stripe].try_lock()) return false;
       locked_stripe = &stripes[stripe];
       return true;

@@ -1,0 +1,270 @@
+// Requests over several lines, as batches: a read's cached runs and missing
+// runs, and a write-back write's lines, each go out as one batch per device
+// (submitted together, so the device runs them in parallel; a miss run that
+// continues into the next line is one origin read), and their records as
+// one metadata batch, instead of one serial I/O and one record per line.
+// Anything unusual (a read error, a checksum that fails) leaves a read to
+// the line-by-line path, which handles all of that.
+#include <algorithm>
+
+#include "cachecore/checksum.h"
+#include "engine_impl.h"
+
+namespace cachecore {
+
+constexpr uint32_t kNoSlot = UINT32_MAX;
+
+// The request's lines and where each lands in the caller's buffer; reused
+// per thread, so the hot path allocates nothing after warm-up.
+struct LineBatch {
+  std::vector<Segment> segments;
+  std::vector<uint64_t> at;      // byte offset of each segment in the request
+  std::vector<uint32_t> slots;   // kNoSlot: not cached
+  std::vector<size_t> stripes;   // sorted, unique
+  std::vector<uint8_t> cached;   // per block of the request: valid in the cache
+  std::vector<size_t> owner;     // per I/O: the segment it belongs to
+  std::vector<IoRequest> ios;
+  std::vector<IoRequest> origin_ios;
+};
+
+namespace {
+
+LineBatch& ThreadBatch() {
+  thread_local LineBatch batch;
+  batch.segments.clear();
+  batch.at.clear();
+  batch.slots.clear();
+  batch.stripes.clear();
+  batch.cached.clear();
+  batch.owner.clear();
+  batch.ios.clear();
+  batch.origin_ios.clear();
+  return batch;
+}
+
+uint32_t BlockCount(const Segment& seg) { return seg.end_block() - seg.first_block(); }
+
+}  // namespace
+
+bool Engine::Impl::Batchable(uint64_t offset, const void* buffer, uint64_t length) const {
+  // Only whole blocks in memory fit for direct I/O: the devices then move
+  // the data straight from or into the caller's buffer.
+  if (offset % kBlockSize || length % kBlockSize ||
+      reinterpret_cast<uintptr_t>(buffer) % kSectorSize) {
+    return false;
+  }
+  return offset / line_size != (offset + length - 1) / line_size;  // one line: nothing to batch
+}
+
+// Splits the request into `b`'s segments and takes their stripes in index
+// order: two batches never wait on each other in a cycle, and everyone else
+// only try_locks a second stripe. Reads each block's cached state.
+void Engine::Impl::HoldLines(uint64_t offset, uint64_t length, LineBatch& b) {
+  (void)ForEachSegment(offset, length, line_size, [&](const Segment& seg, uint64_t at) {
+    b.segments.push_back(seg);
+    b.at.push_back(at);
+    b.stripes.push_back(StripeIndex(seg.line));
+    return Status::Ok();
+  });
+  std::sort(b.stripes.begin(), b.stripes.end());
+  b.stripes.erase(std::unique(b.stripes.begin(), b.stripes.end()), b.stripes.end());
+  for (size_t s : b.stripes) stripes[s].lock();
+  std::lock_guard lock(mu);
+  for (const Segment& seg : b.segments) {
+    auto it = map.find(seg.line);
+    uint32_t slot = it == map.end() ? kNoSlot : it->second;
+    b.slots.push_back(slot);
+    for (uint32_t blk = seg.first_block(); blk < seg.end_block(); ++blk) {
+      b.cached.push_back(slot != kNoSlot && (Flags(slot, blk) & kValid));
+    }
+  }
+}
+
+void Engine::Impl::ReleaseLines(const LineBatch& b) {
+  for (size_t s : b.stripes) stripes[s].unlock();
+}
+
+// A slot for segment `i`'s line while the batch holds its stripes: the
+// victim is never one of the batch's own lines.
+std::optional<uint32_t> Engine::Impl::AllocateInBatch(LineBatch& b, size_t i) {
+  if (!admission.AdmitOnMiss(b.segments[i].line)) return std::nullopt;
+  std::optional<uint32_t> slot = Allocate(b.segments[i].line, b.stripes, b.segments);
+  if (slot) b.slots[i] = *slot;
+  return slot;
+}
+
+bool Engine::Impl::ReadBatch(uint64_t offset, uint8_t* out, uint64_t length, bool bypass,
+                             Tally& tally, Status& result) {
+  if (!Batchable(offset, out, length)) return false;
+  LineBatch& b = ThreadBatch();
+  HoldLines(offset, length, b);
+  // Cached runs from the cache, per line; missing runs from the origin,
+  // one read for a run that crosses into the next line.
+  size_t block = 0, origin_run_end = SIZE_MAX;
+  for (size_t i = 0; i < b.segments.size(); ++i) {
+    const Segment& seg = b.segments[i];
+    for (uint32_t blk = seg.first_block(); blk < seg.end_block(); ++blk, ++block) {
+      uint8_t* dst = out + block * kBlockSize;
+      if (b.cached[block]) {
+        bool extend = !b.ios.empty() && b.owner.back() == i &&
+                      static_cast<uint8_t*>(b.ios.back().buffer) + b.ios.back().length == dst;
+        if (extend) b.ios.back().length += kBlockSize;
+        else b.ios.push_back({IoOp::kRead, SlotOffset(b.slots[i], blk), kBlockSize, dst, Status()});
+        if (!extend) b.owner.push_back(i);
+      } else if (origin_run_end == block) {
+        b.origin_ios.back().length += kBlockSize;
+        origin_run_end = block + 1;
+      } else {
+        b.origin_ios.push_back({IoOp::kRead, OriginOffset(seg.line, blk), kBlockSize, dst, Status()});
+        origin_run_end = block + 1;
+      }
+    }
+  }
+  bool ok = b.ios.empty() || dev.cache->SubmitAndWait(b.ios).ok();
+  block = 0;
+  for (size_t i = 0; ok && i < b.segments.size(); ++i) {
+    const Segment& seg = b.segments[i];
+    for (uint32_t blk = seg.first_block(); blk < seg.end_block() && ok; ++blk, ++block) {
+      ok = !b.cached[block] ||
+           Crc32c(out + block * kBlockSize, kBlockSize) == block_crc[BlockIndex(b.slots[i], blk)];
+    }
+  }
+  if (!ok) {  // the line-by-line path repairs and reports
+    ReleaseLines(b);
+    return false;
+  }
+  uint64_t hits = std::count(b.cached.begin(), b.cached.end(), 1);
+  tally.hits += hits;
+  tally.misses += b.cached.size() - hits;
+  result = b.origin_ios.empty() ? Status::Ok() : dev.origin->SubmitAndWait(b.origin_ios);
+  if (!result.ok()) {  // as on the line-by-line path: the read fails, nothing is cached
+    LiveStats::Bump(stats.origin_read_err);
+    ReleaseLines(b);
+    return true;
+  }
+  {
+    std::lock_guard lock(mu);
+    for (size_t i = 0; i < b.segments.size(); ++i) {
+      if (b.slots[i] != kNoSlot) policy->OnHit(b.slots[i]);
+    }
+  }
+  if (hits < b.cached.size() && !bypass && EffectiveMode() != CacheMode::kPassThrough) {
+    PromoteBatch(out, b);
+  }
+  ReleaseLines(b);
+  return true;
+}
+
+// Copies the blocks a batched read fetched from the origin into the cache,
+// one batch of writes and one of records. Failures only cost the copies.
+void Engine::Impl::PromoteBatch(const uint8_t* data, LineBatch& b) {
+  b.ios.clear();
+  b.owner.clear();
+  size_t block = 0;
+  for (size_t i = 0; i < b.segments.size(); ++i) {
+    const Segment& seg = b.segments[i];
+    size_t first = block;
+    block += BlockCount(seg);
+    if (std::all_of(b.cached.begin() + first, b.cached.begin() + block, [](uint8_t c) { return c; })) continue;
+    if (b.slots[i] == kNoSlot && !AllocateInBatch(b, i)) continue;
+    for (uint32_t blk = seg.first_block(); blk < seg.end_block(); ++blk) {
+      if (Flags(b.slots[i], blk) & kValid) continue;
+      const uint8_t* src = data + (first + blk - seg.first_block()) * kBlockSize;
+      bool extend = !b.ios.empty() && b.owner.back() == i &&
+                    static_cast<const uint8_t*>(b.ios.back().buffer) + b.ios.back().length == src &&
+                    b.ios.back().offset + b.ios.back().length == SlotOffset(b.slots[i], blk);
+      if (extend) {
+        b.ios.back().length += kBlockSize;
+      } else {
+        b.ios.push_back({IoOp::kWrite, SlotOffset(b.slots[i], blk), kBlockSize,
+                         const_cast<uint8_t*>(src), Status()});
+        b.owner.push_back(i);
+      }
+    }
+  }
+  if (b.ios.empty()) return;
+  (void)dev.cache->SubmitAndWait(b.ios);  // each write's own status counts below
+  MetadataStore::Batch records;
+  const uint64_t epoch = flushes_started.load();
+  for (size_t k = 0; k < b.ios.size(); ++k) {
+    const IoRequest& io = b.ios[k];
+    uint32_t slot = b.slots[b.owner[k]];
+    if (!io.status.ok()) CountCacheError(stats.cache_write_err);
+    for (uint64_t off = 0; io.status.ok() && off < io.length; off += kBlockSize) {
+      uint32_t blk = static_cast<uint32_t>((io.offset + off - SlotOffset(slot, 0)) / kBlockSize);
+      MarkValidClean(slot, blk, Crc32c(static_cast<const uint8_t*>(io.buffer) + off, kBlockSize), epoch);
+    }
+    bool last_of_slot = k + 1 == b.ios.size() || b.owner[k + 1] != b.owner[k];
+    if (!last_of_slot) continue;
+    if (slot_valid_blocks[slot] > 0) records.PutLine(slot, BuildRecord(slot));
+    ReleaseIfEmpty(slot, records);
+  }
+  if (!records.empty() && !dev.metadata->Apply(records, false).ok()) LiveStats::Bump(stats.metadata_err);
+}
+
+bool Engine::Impl::WriteBackBatch(uint64_t offset, const uint8_t* in, uint64_t length, bool bypass,
+                                  Tally& tally, Status& result) {
+  if (bypass || EffectiveMode() != CacheMode::kWriteBack || !Batchable(offset, in, length)) return false;
+  LineBatch& b = ThreadBatch();
+  HoldLines(offset, length, b);
+  uint64_t hits = std::count(b.cached.begin(), b.cached.end(), 1);
+  tally.hits += hits;
+  tally.misses += b.cached.size() - hits;
+  {
+    std::lock_guard lock(mu);
+    for (uint32_t slot : b.slots) {
+      if (slot != kNoSlot) policy->OnHit(slot);
+    }
+  }
+  result = Status::Ok();
+  auto keep_first_error = [&](Status s) {
+    if (result.ok() && !s.ok()) result = std::move(s);
+  };
+  // Each line gets a slot (or, when none can be had, goes to the origin as
+  // a single line would) and announces what it overwrites; then the data
+  // goes to the cache in one batch.
+  for (size_t i = 0; i < b.segments.size(); ++i) {
+    const Segment& seg = b.segments[i];
+    uint8_t* data = const_cast<uint8_t*>(in + b.at[i]);  // a write's data is only read from it
+    if (b.slots[i] == kNoSlot && !AllocateInBatch(b, i)) {
+      keep_first_error(ThroughSegment(seg, std::nullopt, data, CacheMode::kWriteAround, false));
+      continue;
+    }
+    Status announced = AnnounceOverwrite(b.slots[i], seg.first_block(), seg.end_block(), false);
+    if (!announced.ok()) {
+      keep_first_error(std::move(announced));
+      continue;
+    }
+    b.ios.push_back({IoOp::kWrite, SlotOffset(b.slots[i], seg.first_block()),
+                     uint64_t{BlockCount(seg)} * kBlockSize, data, Status()});
+    b.owner.push_back(i);
+  }
+  if (!b.ios.empty()) (void)dev.cache->SubmitAndWait(b.ios);  // each write's own status counts below
+  // The metadata only after the data, and the caller acknowledges after both.
+  MetadataStore::Batch records;
+  const uint64_t epoch = flushes_started.load();
+  for (size_t k = 0; k < b.ios.size(); ++k) {
+    const Segment& seg = b.segments[b.owner[k]];
+    uint32_t slot = b.slots[b.owner[k]];
+    const auto* data = static_cast<const uint8_t*>(b.ios[k].buffer);
+    if (!b.ios[k].status.ok()) {
+      keep_first_error(CacheWriteFailed(seg, slot, data));
+      continue;
+    }
+    for (uint32_t blk = seg.first_block(); blk < seg.end_block(); ++blk) {
+      bool overwritten = (Flags(slot, blk) & (kDirty | kOverwritten)) == (kDirty | kOverwritten);
+      MarkDirty(slot, blk, Crc32c(data + size_t{blk - seg.first_block()} * kBlockSize, kBlockSize),
+                overwritten, epoch);
+    }
+    records.PutLine(slot, BuildRecord(slot));
+  }
+  if (!records.empty()) {
+    Status m = dev.metadata->Apply(records, false);
+    if (!m.ok()) LiveStats::Bump(stats.metadata_err);
+    keep_first_error(std::move(m));
+  }
+  ReleaseLines(b);
+  return true;
+}
+
+}  // namespace cachecore

@@ -221,8 +221,10 @@ bool Engine::Impl::WriteBackBatch(uint64_t offset, const uint8_t* in, uint64_t l
     if (result.ok() && !s.ok()) result = std::move(s);
   };
   // Each line gets a slot (or, when none can be had, goes to the origin as
-  // a single line would) and announces what it overwrites; then the data
-  // goes to the cache in one batch.
+  // a single line would); what the batch overwrites is announced in one
+  // synced metadata batch (see AnnounceOverwrite); then the data goes to
+  // the cache in one batch.
+  MetadataStore::Batch announcements;
   for (size_t i = 0; i < b.segments.size(); ++i) {
     const Segment& seg = b.segments[i];
     uint8_t* data = const_cast<uint8_t*>(in + b.at[i]);  // a write's data is only read from it
@@ -230,14 +232,21 @@ bool Engine::Impl::WriteBackBatch(uint64_t offset, const uint8_t* in, uint64_t l
       keep_first_error(ThroughSegment(seg, std::nullopt, data, CacheMode::kWriteAround, false));
       continue;
     }
-    Status announced = AnnounceOverwrite(b.slots[i], seg.first_block(), seg.end_block(), false);
-    if (!announced.ok()) {
-      keep_first_error(std::move(announced));
-      continue;
+    if (MarkOverwrite(b.slots[i], seg.first_block(), seg.end_block(), false)) {
+      announcements.PutLine(b.slots[i], BuildRecord(b.slots[i]));
     }
     b.ios.push_back({IoOp::kWrite, SlotOffset(b.slots[i], seg.first_block()),
                      uint64_t{BlockCount(seg)} * kBlockSize, data, Status()});
     b.owner.push_back(i);
+  }
+  if (!announcements.empty()) {
+    Status announced = dev.metadata->Apply(announcements, true);
+    if (!announced.ok()) {  // nothing of the cached lines is written
+      LiveStats::Bump(stats.metadata_err);
+      keep_first_error(std::move(announced));
+      ReleaseLines(b);
+      return true;
+    }
   }
   if (!b.ios.empty()) (void)dev.cache->SubmitAndWait(b.ios);  // each write's own status counts below
   // The metadata only after the data, and the caller acknowledges after both.

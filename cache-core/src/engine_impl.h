@@ -151,6 +151,9 @@ struct Engine::Impl {
   // (no flush: the next cache flush carries it). Only ever moves forward.
   void WriteSyncMark(uint64_t sequence);
   Status AnnounceOverwrite(uint32_t slot, uint32_t b0, uint32_t b1, bool origin_write);
+  // AnnounceOverwrite's state change alone: true when the slot's record
+  // must be synced before the write (the caller syncs, maybe with others).
+  bool MarkOverwrite(uint32_t slot, uint32_t b0, uint32_t b1, bool origin_write);
   // Writes the dirty-region map's changed pages (every page with kAll);
   // with `flush`, flushes the cache device too. SyncAll writes them without
   // a flush of their own: its cache flush carries them.

@@ -201,6 +201,10 @@ Status Engine::Impl::WriteSegment(const Segment& seg, const uint8_t* in, bool by
 // block per flush epoch; later writes in the epoch need nothing.
 Status Engine::Impl::AnnounceOverwrite(uint32_t slot, uint32_t b0, uint32_t b1,
                                        bool origin_write) {
+  return MarkOverwrite(slot, b0, b1, origin_write) ? PutRecord(slot, true) : Status::Ok();
+}
+
+bool Engine::Impl::MarkOverwrite(uint32_t slot, uint32_t b0, uint32_t b1, bool origin_write) {
   bool announce = false;
   for (uint32_t b = b0; b < b1; ++b) {
     size_t i = BlockIndex(slot, b);
@@ -214,7 +218,7 @@ Status Engine::Impl::AnnounceOverwrite(uint32_t slot, uint32_t b0, uint32_t b1,
     block_epoch[i] = flushes_started.load();
     announce = true;
   }
-  return announce ? PutRecord(slot, true) : Status::Ok();
+  return announce;
 }
 
 Status Engine::Impl::WriteBackSegment(const Segment& seg, std::optional<uint32_t> slot,

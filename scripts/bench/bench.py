@@ -5,14 +5,17 @@ but not trusted: these machines are shared and noisy).
 
 Configurations, all over the same emulated 7,200 rpm disk (cachectl-hdd-emu):
   uncached      the client talks to the emulated disk directly
-  cachectl-wt   cachectl in write-through, its origin the emulated disk (NBD URI)
+  cachectl      cachectl, its origin the emulated disk (NBD URI); write-through
+                for read profiles, write-back for profiles that write
   nbdkit-cache  the peer: nbdkit's cache filter in front of the same disk
 And for the hit path, against the limit:
   nbdkit-file   nbdkit's file plugin serving the SSD file (no caching work)
   nbdkit-memory nbdkit's memory plugin (the protocol's ceiling here)
+  ssd-direct    fio with libaio and O_DIRECT on the SSD file (the device's own)
 
-usage: bench.py --build DIR --out RESULTS.json [--quick | --full]
-Writes RESULTS.json and prints a markdown report on stdout.
+usage: bench.py --build DIR --out RESULTS.json --plots DIR [--quick | --full]
+                [--only SECTION,...]
+Writes RESULTS.json and the plots, and prints a markdown report on stdout.
 """
 import argparse
 import json
@@ -25,236 +28,236 @@ import sys
 import tempfile
 import time
 
-MiB = 1 << 20
+from bench_lib import MiB, Proc, cachectl, fio, fio_direct, uri, warm
+import bench_report
+
+SECTIONS = ("randread", "profiles", "iometer", "latency", "flush", "hit", "metadata", "policy")
+HERE = os.path.dirname(os.path.abspath(__file__))
+TRACES = os.path.join(HERE, "..", "..", "..", "shared", "traces")
 
 
-class Proc:
-    """A server started for the run and stopped by its process id."""
-
-    def __init__(self, argv, socket):
-        self.p = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        for _ in range(100):
-            if os.path.exists(socket):
-                return
-            if self.p.poll() is not None:
-                raise SystemExit(f"bench: {argv[0]} exited: {self.p.stderr.read().decode()}")
-            time.sleep(0.05)
-        raise SystemExit(f"bench: {argv[0]} did not create {socket}")
-
-    def stop(self):
-        if self.p.poll() is None:
-            self.p.send_signal(signal.SIGTERM)
-            self.p.wait(timeout=30)
+def log(text):
+    print(text, file=sys.stderr, flush=True)
 
 
-def uri(socket, export=""):
-    return f"nbd+unix:///{export}?socket={socket}"
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.quick = not args.full
+        self.seconds = 8 if self.quick else 30
+        self.working_set = 256 * MiB if self.quick else 2048 * MiB
+        self.size = f"{self.working_set // MiB}M"
+        self.w = tempfile.mkdtemp(prefix="cachectl-bench-")
+        self.env = dict(os.environ, CACHECTL_RUN_DIR=f"{self.w}/run", CACHECTL_STATE_DIR=f"{self.w}/state")
+        self.procs = []
+        self.results = {"mode": "quick" if self.quick else "full", "seconds_per_point": self.seconds,
+                        "working_set_mib": self.working_set // MiB,
+                        "machine": {"cpus": os.cpu_count(), "kernel": platform.release(),
+                                    "cpu": platform.processor() or platform.machine()},
+                        "date": time.strftime("%Y-%m-%d"), "points": []}
 
-
-def fio(target, rw, bs, depth, seconds, size, extra=()):
-    """One fio job through its nbd engine; returns IOPS, MB/s, mean and p99 latency (ms)."""
-    cmd = ["fio", "--name=b", "--ioengine=nbd", f"--uri={target}", f"--rw={rw}", f"--bs={bs}",
-           f"--iodepth={depth}", f"--runtime={seconds}", "--time_based", f"--size={size}",
-           "--output-format=json", "--randrepeat=1", *extra]
-    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    job = json.loads(out[out.index("{"):])["jobs"][0]
-    total_iops = job["read"]["iops"] + job["write"]["iops"]
-    total_bw = (job["read"]["bw_bytes"] + job["write"]["bw_bytes"]) / 1e6
-    side = job["read"] if job["read"]["iops"] >= job["write"]["iops"] else job["write"]
-    lat = side["clat_ns"]
-    p99 = lat.get("percentile", {}).get("99.000000", 0) / 1e6
-    return {"iops": round(total_iops, 1), "mb_s": round(total_bw, 2),
-            "lat_mean_ms": round(lat["mean"] / 1e6, 3), "lat_p99_ms": round(p99, 3)}
-
-
-def cachectl(build, env, *args):
-    subprocess.run([f"{build}/cachectl/cachectl", *args], env=env, check=True,
-                   stdout=subprocess.DEVNULL)
-
-
-def warm(target, size):
-    """Reads the working set once, in order and one request at a time (on the
-    emulated disk, interleaved streams would each pay a seek)."""
-    subprocess.run(["fio", "--name=warm", "--ioengine=nbd", f"--uri={target}", "--rw=read",
-                    "--bs=1M", "--iodepth=1", f"--size={size}"], check=True, capture_output=True)
-
-
-def run(args):
-    quick = not args.full
-    seconds = 8 if quick else 30
-    working_set = 256 * MiB if quick else 2048 * MiB
-    w = tempfile.mkdtemp(prefix="cachectl-bench-")
-    env = dict(os.environ, CACHECTL_RUN_DIR=f"{w}/run", CACHECTL_STATE_DIR=f"{w}/state")
-    procs = []
-    results = {"mode": "quick" if quick else "full", "seconds_per_point": seconds,
-               "working_set_mib": working_set // MiB,
-               "machine": {"cpus": os.cpu_count(), "kernel": platform.release(),
-                           "cpu": platform.processor() or platform.machine()},
-               "date": time.strftime("%Y-%m-%d"), "points": []}
-    try:
-        origin, ssd = f"{w}/origin.img", f"{w}/ssd.img"
-        for path, size in ((origin, 4 * working_set), (ssd, working_set + 64 * MiB)):
+    # ---- set-up
+    def start(self):
+        self.origin, self.ssd = f"{self.w}/origin.img", f"{self.w}/ssd.img"
+        self.origin_size = 4 * self.working_set
+        for path, size in ((self.origin, self.origin_size), (self.ssd, self.working_set + 64 * MiB)):
             with open(path, "wb") as f:
                 f.truncate(size)
-        hdd = f"{w}/hdd.sock"
-        procs.append(Proc([f"{args.build}/scripts/bench/cachectl-hdd-emu", "--file", origin,
-                           "--socket", hdd], hdd))
-        # The peer: nbdkit's cache filter over the same disk, caching reads.
-        peer = f"{w}/peer.sock"
-        procs.append(Proc(["nbdkit", "--foreground", "-U", peer, "--filter=cache", "nbd",
-                           f"socket={hdd}", "cache-on-read=true"], peer))
-        cachectl(args.build, env, "attach", "--origin", uri(hdd), "--cache", ssd, "--name", "bench",
-                 "--mode", "writethrough", "--line-size", "4K", "--frontend", "socket")
-        cachectl(args.build, env, "set", "bench", "--seq-cutoff", "0")
-        ours = uri(f"{w}/run/bench/nbd", "bench")
-        size = f"{working_set // MiB}M"
+        hdd = f"{self.w}/hdd.sock"
+        self.procs.append(Proc([f"{self.args.build}/scripts/bench/cachectl-hdd-emu", "--file", self.origin,
+                                "--socket", hdd], hdd))
+        peer = f"{self.w}/peer.sock"  # nbdkit's cache filter over the same disk, caching reads
+        self.procs.append(Proc(["nbdkit", "--foreground", "-U", peer, "--filter=cache", "nbd",
+                                f"socket={hdd}", "cache-on-read=true"], peer))
+        self.cachectl("attach", "--origin", uri(hdd), "--cache", self.ssd, "--name", "bench",
+                      "--mode", "writethrough", "--line-size", "4K", "--frontend", "socket")
+        self.cachectl("set", "bench", "--seq-cutoff", "0")
+        self.targets = {"uncached": uri(hdd), "cachectl": uri(f"{self.w}/run/bench/nbd", "bench"),
+                        "nbdkit-cache": uri(peer)}
 
-        def point(name, config, target, rw, bs, depth, extra=()):
-            r = fio(target, rw, bs, depth, seconds, size, extra)
-            r.update({"workload": name, "config": config})
-            results["points"].append(r)
-            print(f"  {name:28s} {config:14s} {r['iops']:>10.0f} IOPS {r['lat_mean_ms']:>8.2f} ms",
-                  file=sys.stderr)
+    def stop(self):
+        try:
+            self.cachectl("detach", "bench")
+        finally:
+            for p in reversed(self.procs):
+                p.stop()
+            shutil.rmtree(self.w, ignore_errors=True)
 
-        print("== 4K random read on the emulated disk, after a warm-up", file=sys.stderr)
-        point("4k-randread-qd32", "uncached", uri(hdd), "randread", "4k", 32)
-        for config, target in (("cachectl-wt", ours), ("nbdkit-cache", uri(peer))):
-            warm(target, size)
-            point("4k-randread-qd32", config, target, "randread", "4k", 32)
+    def cachectl(self, *args):
+        cachectl(self.args.build, self.env, *args)
 
-        print("== the seed profiles on the emulated disk (working set warm in every cache)", file=sys.stderr)
-        profiles = [("4k-randread", "randread", "4k", 16, ()),
-                    ("4k-randwrite", "randwrite", "4k", 16, ()),
-                    ("64k-seqread", "read", "64k", 16, ()),
-                    ("64k-seqwrite", "write", "64k", 16, ()),
-                    ("sql-8k-70r30w", "randrw", "8k", 16, ("--rwmixread=70",))]
-        if not quick:
-            profiles += [("oracle-8k-90r10w", "randrw", "8k", 16, ("--rwmixread=90",)),
-                         ("sql-8k-80r20w", "randrw", "8k", 16, ("--rwmixread=80",))]
-        for name, rw, bs, depth, extra in profiles:
-            writes = rw != "read" and rw != "randread"
+    def mode(self, writes):
+        self.cachectl("set", "bench", "--mode", "writeback" if writes else "writethrough")
+
+    def point(self, name, config, target, rw, bs, depth, extra=(), **tags):
+        r = fio(target, rw, bs, depth, tags.pop("seconds", self.seconds), self.size, extra)
+        r.update({"workload": name, "config": config, **tags})
+        self.results["points"].append(r)
+        log(f"  {name:28s} {config:14s} {r['iops']:>10.0f} IOPS {r['lat_mean_ms']:>8.2f} ms")
+        return r
+
+    # ---- sections
+    def randread(self):
+        log("== 4K random read on the emulated disk, after a warm-up")
+        self.point("4k-randread-qd32", "uncached", self.targets["uncached"], "randread", "4k", 32)
+        for config in ("cachectl", "nbdkit-cache"):
+            warm(self.targets[config], self.size)
+            self.point("4k-randread-qd32", config, self.targets[config], "randread", "4k", 32)
+
+    def profile_list(self):
+        profiles = [("4k-randread", "randread", "4k", ()), ("4k-randwrite", "randwrite", "4k", ()),
+                    ("64k-seqread", "read", "64k", ()), ("64k-seqwrite", "write", "64k", ()),
+                    ("sql-8k-70r30w", "randrw", "8k", ("--rwmixread=70",))]
+        if not self.quick:
+            profiles += [("oracle-8k-90r10w", "randrw", "8k", ("--rwmixread=90",)),
+                         ("sql-8k-80r20w", "randrw", "8k", ("--rwmixread=80",))]
+        return profiles
+
+    def profiles(self):
+        log("== the seed profiles on the emulated disk (working set warm in every cache)")
+        for name, rw, bs, extra in self.profile_list():
+            writes = rw not in ("read", "randread")
+            if name == "4k-randwrite":  # the same writes in write-through, for the mode's cost
+                self.mode(False)
+                self.point(name, "cachectl-wt", self.targets["cachectl"], rw, bs, 16, extra)
             # Write profiles use write-back (the peer's cache filter is write-back too).
-            cachectl(args.build, env, "set", "bench", "--mode", "writeback" if writes else "writethrough")
-            for config, target in (("uncached", uri(hdd)), ("cachectl", ours), ("nbdkit-cache", uri(peer))):
-                point(name, config, target, rw, bs, depth, extra)
-        cachectl(args.build, env, "set", "bench", "--mode", "writethrough")
+            self.mode(writes)
+            for config, target in self.targets.items():
+                self.point(name, config, target, rw, bs, 16, extra)
+        self.mode(False)
 
-        print("== the hit path, against the limit", file=sys.stderr)
-        ssd_peer = f"{w}/ssdfile.sock"
-        procs.append(Proc(["nbdkit", "--foreground", "-U", ssd_peer, "file", f"file={ssd}"], ssd_peer))
-        mem = f"{w}/mem.sock"
-        procs.append(Proc(["nbdkit", "--foreground", "-U", mem, "memory", f"size={working_set}"], mem))
-        for config, target in (("cachectl-wt", ours), ("nbdkit-file", uri(ssd_peer)),
+    def iometer(self):
+        log("== IOMeter: 1 MB sequential and 4 KB random reads by 4, 8 and 16 workers")
+        threads = (8,) if self.quick else (4, 8, 16)
+        for n in threads:
+            # Each worker streams its own part of the working set, as IOMeter's do.
+            seq = ("--numjobs", str(n), f"--offset_increment={self.working_set // n}",
+                   f"--size={self.working_set // n}")
+            rnd = ("--numjobs", str(n))
+            for config, target in self.targets.items():
+                self.point(f"iometer-1m-seqread-{n}t", config, target, "read", "1m", 1, seq, threads=n)
+                self.point(f"iometer-4k-randread-{n}t", config, target, "randread", "4k", 1, rnd, threads=n)
+
+    def latency(self):
+        log("== latency against load: the rate stepped up to 120 % of each configuration's peak")
+        steps = (10, 50, 90, 120) if self.quick else (10, 20, 30, 40, 50, 60, 70, 80, 90, 100, 110, 120)
+        for name, rw, bs, mix in (("4k-randread", "randread", "4k", 100), ("sql-8k-70r30w", "randrw", "8k", 70)):
+            extra = (f"--rwmixread={mix}",) if mix < 100 else ()
+            self.mode(mix < 100)
+            for config, target in self.targets.items():
+                peak = self.point(name, config, target, rw, bs, 16, extra, curve="peak")["iops"]
+                for pct in steps:
+                    rate = max(1, int(peak * pct / 100))
+                    limit = f"{max(1, rate * mix // 100)},{max(1, rate * (100 - mix) // 100)}"
+                    self.point(name, config, target, rw, bs, 16,
+                               extra + (f"--rate_iops={limit}", "--rate_process=poisson"),
+                               curve="load", load_pct=pct, target_iops=rate, seconds=self.seconds // 2 + 1)
+        self.mode(False)
+
+    def flush(self):
+        """N scattered dirty 4 KiB lines: the time to clean them against the
+        time the disk takes to write the same blocks itself, and against its
+        sequential bandwidth."""
+        count = 2000 if self.quick else 20000
+        log(f"== flush: {count} scattered dirty lines")
+        self.mode(True)
+        self.cachectl("flush", "bench")
+        scatter = ["--number_ios", str(count), "--randseed=7", f"--size={self.origin_size}"]
+
+        def scattered(target):
+            cmd = ["fio", "--name=s", "--ioengine=nbd", f"--uri={target}", "--rw=randwrite", "--bs=4k",
+                   "--iodepth=32", "--norandommap", *scatter, "--output-format=json"]
+            started = time.monotonic()
+            subprocess.run(cmd, check=True, capture_output=True)
+            return time.monotonic() - started
+
+        disk_s = scattered(self.targets["uncached"])
+        scattered(self.targets["cachectl"])
+        started = time.monotonic()
+        self.cachectl("flush", "bench")
+        flush_s = time.monotonic() - started
+        self.mode(False)
+        self.results["flush"] = {"lines": count, "flush_seconds": round(flush_s, 2),
+                                 "disk_direct_seconds": round(disk_s, 2),
+                                 "mb_s": round(count * 4096 / flush_s / 1e6, 3), "disk_seq_mb_s": 210}
+        log(f"  flush {flush_s:.1f} s; the disk writing them itself at QD32 {disk_s:.1f} s")
+
+    def hit(self):
+        log("== the hit path, against the limit")
+        ssd_peer, mem = f"{self.w}/ssdfile.sock", f"{self.w}/mem.sock"
+        self.procs.append(Proc(["nbdkit", "--foreground", "-U", ssd_peer, "file", f"file={self.ssd}"], ssd_peer))
+        self.procs.append(Proc(["nbdkit", "--foreground", "-U", mem, "memory", f"size={self.working_set}"], mem))
+        warm(self.targets["cachectl"], self.size)
+        for config, target in (("cachectl", self.targets["cachectl"]), ("nbdkit-file", uri(ssd_peer)),
                                ("nbdkit-memory", uri(mem))):
-            point("hit-4k-randread-qd32", config, target, "randread", "4k", 32)
-            point("hit-64k-read-qd16", config, target, "read", "64k", 16)
-        cachectl(args.build, env, "detach", "bench")
-    finally:
-        for p in reversed(procs):
-            p.stop()
-        shutil.rmtree(w, ignore_errors=True)
-    results["policy"] = policy(args.build)
-    with open(args.out, "w") as f:
-        json.dump(results, f, indent=1)
-    return results
+            self.point("hit-4k-randread-qd32", config, target, "randread", "4k", 32)
+            self.point("hit-64k-read-qd16", config, target, "read", "64k", 16)
+        for name, rw, bs, depth in (("hit-4k-randread-qd32", "randread", "4k", 32),
+                                    ("hit-64k-read-qd16", "read", "64k", 16)):
+            r = fio_direct(self.ssd, rw, bs, depth, self.seconds)
+            r.update({"workload": name, "config": "ssd-direct"})
+            self.results["points"].append(r)
 
+    def metadata(self):
+        sizes = (1_000_000,) if self.quick else (1_000_000, 10_000_000)
+        rows = []
+        for lines in sizes:
+            log(f"== metadata: {lines} lines")
+            d = tempfile.mkdtemp(prefix="cachectl-meta-", dir=self.w)
+            tool = f"{self.args.build}/scripts/bench/cachectl-meta-bench"
+            run = lambda *a: json.loads(subprocess.run([tool, *a], check=True, capture_output=True,
+                                                       text=True).stdout)
+            row = run("fill", "--dir", d, "--lines", str(lines), "--overwrites", "20000")
+            reopened = run("open", "--dir", d)
+            row.update({"open_seconds": reopened["open_seconds"],
+                        "rss_bytes_per_line_after_restart": reopened["rss_bytes_per_line"],
+                        "store_bytes_on_disk_per_line": reopened["store_bytes_on_disk_per_line"]})
+            rows.append(row)
+            log(f"  {row}")
+            shutil.rmtree(d, ignore_errors=True)
+        self.results["metadata"] = rows
 
-def reference_ratios():
-    """The reference table of ../shared/traces/README.md: {(trace, pct): {policy: ratio}}."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    readme = os.path.join(here, "..", "..", "..", "shared", "traces", "README.md")
-    table, trace, header = {}, None, None
-    for line in open(readme):
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 8 and cells[0] == "trace":
-            header = cells[2:]
-        elif header and len(cells) == 8 and cells[1].endswith("%"):
-            trace = cells[0] or trace
-            table[(trace, int(cells[1].rstrip(" %")))] = dict(zip(header, (float(c) for c in cells[2:])))
-    return table
-
-
-def policy(build):
-    """cachectl replay on every shared trace at 1, 5 and 10 % of its footprint."""
-    print("== policy: replay of the shared traces", file=sys.stderr)
-    rows = []
-    traces = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "shared", "traces")
-    for (trace, pct), ref in sorted(reference_ratios().items()):
-        out = subprocess.run([f"{build}/cachectl/cachectl", "replay", "--trace",
-                              os.path.join(traces, trace + ".csv.zst"), "--cache-size", f"{pct}%", "--json"],
-                             capture_output=True, text=True, check=True).stdout
-        ours = json.loads(out)["hit_ratio"]
-        rows.append({"trace": trace, "size_pct": pct, "cachectl": round(ours, 4), "reference": ref})
-        print(f"  {trace:24s} {pct:3d}% cachectl {ours:.4f}  best {max(ref.values()):.4f}", file=sys.stderr)
-    return rows
-
-
-def report(results):
-    def get(workload, config):
-        for p in results["points"]:
-            if p["workload"] == workload and p["config"] == config:
-                return p
-        return None
-
-    lines = [f"Run: {results['date']}, {results['mode']} mode, {results['seconds_per_point']} s per point, "
-             f"working set {results['working_set_mib']} MiB, {results['machine']['cpus']} CPUs, "
-             f"kernel {results['machine']['kernel']}.", ""]
-    lines += ["### 4 KiB random read, queue depth 32, on the emulated disk (warm cache)", "",
-              "| configuration | IOPS | MB/s | mean ms | p99 ms | speedup over uncached |",
-              "|---|---|---|---|---|---|"]
-    base = get("4k-randread-qd32", "uncached")
-    for config in ("uncached", "cachectl-wt", "nbdkit-cache"):
-        p = get("4k-randread-qd32", config)
-        if p:
-            lines.append(f"| {config} | {p['iops']:.0f} | {p['mb_s']:.1f} | {p['lat_mean_ms']:.2f} | "
-                         f"{p['lat_p99_ms']:.2f} | {p['iops'] / base['iops']:.1f}x |")
-    lines += ["", "QNAP's published SSD-cache speedup for 4K random read: 27.8x.", ""]
-    lines += ["### Seed profiles on the emulated disk (queue depth 16, working set warm)", "",
-              "Write profiles run cachectl in write-back (nbdkit's cache filter is write-back by default).", "",
-              "| profile | uncached IOPS | cachectl IOPS | nbdkit-cache IOPS | cachectl speedup | peer speedup | "
-              "cachectl mean / p99 ms | QNAP SSD-cache speedup |",
-              "|---|---|---|---|---|---|---|---|"]
-    qnap = {"4k-randread": "27.8x", "4k-randwrite": "93x", "64k-seqread": "2.2x", "64k-seqwrite": "3.4x"}
-    for name in ("4k-randread", "4k-randwrite", "64k-seqread", "64k-seqwrite", "sql-8k-70r30w",
-                 "oracle-8k-90r10w", "sql-8k-80r20w"):
-        u, c, n = (get(name, x) for x in ("uncached", "cachectl", "nbdkit-cache"))
-        if u and c and n:
-            lines.append(f"| {name} | {u['iops']:.0f} | {c['iops']:.0f} | {n['iops']:.0f} | "
-                         f"{c['iops'] / u['iops']:.1f}x | {n['iops'] / u['iops']:.1f}x | "
-                         f"{c['lat_mean_ms']:.2f} / {c['lat_p99_ms']:.2f} | {qnap.get(name, '')} |")
-    lines += [""]
-    lines += ["### The hit path against the limit (100 % hits)", "",
-              "| workload | cachectl | nbdkit file (SSD file, no caching work) | nbdkit memory | cachectl / nbdkit file |",
-              "|---|---|---|---|---|"]
-    for workload in ("hit-4k-randread-qd32", "hit-64k-read-qd16"):
-        ours, f, m = (get(workload, c) for c in ("cachectl-wt", "nbdkit-file", "nbdkit-memory"))
-        if ours and f and m:
-            lines.append(f"| {workload} | {ours['iops']:.0f} IOPS, {ours['mb_s']:.0f} MB/s | "
-                         f"{f['iops']:.0f} IOPS, {f['mb_s']:.0f} MB/s | {m['iops']:.0f} IOPS, "
-                         f"{m['mb_s']:.0f} MB/s | {ours['iops'] / f['iops']:.2f} |")
-    if results.get("policy"):
-        lines += ["", "### Policy: block hit ratio of `cachectl replay` against the reference columns", "",
-                  "| trace | size | cachectl | LRU | ARC | S3-FIFO T2 | best reference | cachectl - best |",
-                  "|---|---|---|---|---|---|---|---|"]
-        for r in results["policy"]:
-            ref = r["reference"]
-            best = max(ref.values())
-            lines.append(f"| {r['trace']} | {r['size_pct']} % | {r['cachectl']:.4f} | {ref['LRU']:.4f} | "
-                         f"{ref['ARC']:.4f} | {ref['S3-FIFO T2']:.4f} | {best:.4f} | {r['cachectl'] - best:+.4f} |")
-    return "\n".join(lines) + "\n"
+    def policy(self):
+        """cachectl replay on every shared trace at 1, 5 and 10 % of its footprint."""
+        log("== policy: replay of the shared traces")
+        rows = []
+        for (trace, pct), ref in sorted(bench_report.reference_ratios(TRACES).items()):
+            out = subprocess.run([f"{self.args.build}/cachectl/cachectl", "replay", "--trace",
+                                  os.path.join(TRACES, trace + ".csv.zst"), "--cache-size", f"{pct}%", "--json"],
+                                 capture_output=True, text=True, check=True).stdout
+            ours = json.loads(out)["hit_ratio"]
+            rows.append({"trace": trace, "size_pct": pct, "cachectl": round(ours, 4), "reference": ref})
+        self.results["policy"] = rows
 
 
 def main():
-    # SIGTERM ends the run through the cleanup in run(): servers stopped.
+    # SIGTERM ends the run through the cleanup below: servers stopped.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", required=True)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--plots", required=True)
+    ap.add_argument("--only", default=",".join(SECTIONS), help="sections to run: " + ",".join(SECTIONS))
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--quick", action="store_true")
     mode.add_argument("--full", action="store_true")
     args = ap.parse_args()
-    print(report(run(args)))
+    only = args.only.split(",")
+    unknown = [s for s in only if s not in SECTIONS]
+    if unknown:
+        raise SystemExit(f"bench: unknown section {unknown[0]}; sections: {', '.join(SECTIONS)}")
+    bench = Bench(args)
+    bench.results["sections"] = only
+    try:
+        bench.start()
+        for section in SECTIONS:
+            if section in only:
+                getattr(bench, section)()
+    finally:
+        bench.stop()
+    with open(args.out, "w") as f:
+        json.dump(bench.results, f, indent=1)
+    print(bench_report.report(bench.results, args.plots))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,228 @@
+"""The markdown report and the PNG plots of a benchmark run (bench.py)."""
+import os
+
+QNAP = {"4k-randread": "27.8x", "4k-randwrite": "93x", "64k-seqread": "2.2x", "64k-seqwrite": "3.4x"}
+CONFIGS = ("uncached", "cachectl", "nbdkit-cache")
+BLOCK_STATE_BYTES = 13  # RAM per 4 KiB block of a line: CRC (4), flush epoch (8), flags (1)
+
+
+def reference_ratios(traces):
+    """The reference table of the traces' README.md: {(trace, pct): {policy: ratio}}."""
+    table, trace, header = {}, None, None
+    for line in open(os.path.join(traces, "README.md")):
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 8 and cells[0] == "trace":
+            header = cells[2:]
+        elif header and len(cells) == 8 and cells[1].endswith("%"):
+            trace = cells[0] or trace
+            table[(trace, int(cells[1].rstrip(" %")))] = dict(zip(header, (float(c) for c in cells[2:])))
+    return table
+
+
+class Points:
+    def __init__(self, results):
+        self.points = results["points"]
+
+    def get(self, workload, config, **tags):
+        for p in self.points:
+            if p["workload"] == workload and p["config"] == config and \
+                    all(p.get(k) == v for k, v in tags.items()):
+                return p
+        return None
+
+    def curve(self, workload, config):
+        return sorted((p for p in self.points if p["workload"] == workload and p["config"] == config
+                       and p.get("curve") == "load"), key=lambda p: p["load_pct"])
+
+
+def x(a, b):
+    return f"{a / b:.1f}x" if b else "-"
+
+
+def randread_table(pts):
+    base = pts.get("4k-randread-qd32", "uncached")
+    if not base:
+        return []
+    lines = ["### 4 KiB random read, queue depth 32, on the emulated disk (warm cache)", "",
+             "| configuration | IOPS | MB/s | mean ms | p99 ms | speedup over uncached |", "|---|---|---|---|---|---|"]
+    for config in CONFIGS:
+        p = pts.get("4k-randread-qd32", config)
+        if p:
+            lines.append(f"| {config} | {p['iops']:.0f} | {p['mb_s']:.1f} | {p['lat_mean_ms']:.2f} | "
+                         f"{p['lat_p99_ms']:.2f} | {x(p['iops'], base['iops'])} |")
+    return lines + ["", "QNAP's published SSD-cache speedup for 4K random read: 27.8x.", ""]
+
+
+def profile_table(pts):
+    names = ("4k-randread", "4k-randwrite", "64k-seqread", "64k-seqwrite", "sql-8k-70r30w",
+             "oracle-8k-90r10w", "sql-8k-80r20w")
+    rows = []
+    for name in names:
+        u, c, n = (pts.get(name, cfg, threads=None, curve=None) for cfg in CONFIGS)
+        if u and c and n:
+            rows.append(f"| {name} | {u['iops']:.0f} | {c['iops']:.0f} | {n['iops']:.0f} | "
+                        f"{x(c['iops'], u['iops'])} | {x(n['iops'], u['iops'])} | {x(c['iops'], n['iops'])} | "
+                        f"{c['lat_mean_ms']:.2f} / {c['lat_p99_ms']:.2f} | {n['lat_mean_ms']:.2f} / "
+                        f"{n['lat_p99_ms']:.2f} | {QNAP.get(name, '')} |")
+    if not rows:
+        return []
+    lines = ["### Seed profiles on the emulated disk (queue depth 16, working set warm)", "",
+             "Write profiles run cachectl in write-back (nbdkit's cache filter is write-back too).", "",
+             "| profile | uncached IOPS | cachectl IOPS | nbdkit-cache IOPS | cachectl speedup | peer speedup | "
+             "cachectl / peer | cachectl mean / p99 ms | peer mean / p99 ms | QNAP SSD-cache speedup |",
+             "|---|---|---|---|---|---|---|---|---|---|"] + rows
+    wt, wb = pts.get("4k-randwrite", "cachectl-wt"), pts.get("4k-randwrite", "cachectl", curve=None)
+    if wt and wb:
+        lines += ["", f"4 KiB random writes, cachectl write-back against write-through on the same disk: "
+                      f"{wb['iops']:.0f} against {wt['iops']:.0f} IOPS ({x(wb['iops'], wt['iops'])}); "
+                      f"write-through waits for the disk."]
+    return lines + [""]
+
+
+def iometer_table(pts):
+    rows = []
+    for workload in sorted({p["workload"] for p in pts.points if p["workload"].startswith("iometer-")},
+                           key=lambda w: (w.split("-")[2], int(w.rsplit("-", 1)[1].rstrip("t")))):
+        u, c, n = (pts.get(workload, cfg) for cfg in CONFIGS)
+        if u and c and n:
+            rows.append(f"| {workload[8:]} | {u['mb_s']:.1f} | {c['mb_s']:.1f} | {n['mb_s']:.1f} | "
+                        f"{x(c['mb_s'], u['mb_s'])} | {x(c['mb_s'], n['mb_s'])} | {c['lat_mean_ms']:.2f} |")
+    if not rows:
+        return []
+    return ["### IOMeter: 1 MB sequential and 4 KB random reads by several workers (queue depth 1 each)", "",
+            "| workload | uncached MB/s | cachectl MB/s | nbdkit-cache MB/s | cachectl speedup | cachectl / peer | "
+            "cachectl mean ms |", "|---|---|---|---|---|---|---|"] + rows + [""]
+
+
+def latency_plots(pts, plots):
+    """One PNG per workload: mean latency against achieved IOPS, a curve per configuration."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    lines = []
+    for workload, title in (("4k-randread", "4 KiB random read"), ("sql-8k-70r30w", "SQL 8 KiB, 70 % reads")):
+        curves = {cfg: pts.curve(workload, cfg) for cfg in CONFIGS}
+        if not all(curves.values()):
+            continue
+        fig, ax = plt.subplots(figsize=(7, 4.2), dpi=100)
+        for cfg, curve in curves.items():
+            ax.plot([p["iops"] for p in curve], [p["lat_mean_ms"] for p in curve], marker="o", label=cfg)
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("IOPS achieved")
+        ax.set_ylabel("mean latency, ms")
+        ax.set_title(f"{title}: latency against load (emulated 7,200 rpm disk)")
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend()
+        name = f"latency-{workload}.png"
+        fig.tight_layout()
+        fig.savefig(os.path.join(plots, name))
+        plt.close(fig)
+        lines += [f"![{title}: latency against load](bench/{name})", "",
+                  "| load | " + " | ".join(f"{c} IOPS / mean / p99 ms" for c in CONFIGS) + " |",
+                  "|---|---|---|---|"]
+        for i, p in enumerate(curves["uncached"]):
+            cells = []
+            for cfg in CONFIGS:
+                q = curves[cfg][i] if i < len(curves[cfg]) else None
+                cells.append(f"{q['iops']:.0f} / {q['lat_mean_ms']:.2f} / {q['lat_p99_ms']:.2f}" if q else "-")
+            lines.append(f"| {p['load_pct']} % | " + " | ".join(cells) + " |")
+        lines.append("")
+    if lines:
+        lines = ["### Latency against load", "",
+                 "Each configuration's peak at queue depth 16 is measured first; fio then offers 10 % to 120 % "
+                 "of that rate (Poisson arrivals, `--rate_iops`).", ""] + lines
+    return lines
+
+
+def hit_table(pts):
+    rows = []
+    for workload in ("hit-4k-randread-qd32", "hit-64k-read-qd16"):
+        got = {c: pts.get(workload, c) for c in ("cachectl", "nbdkit-file", "nbdkit-memory", "ssd-direct")}
+        if all(got.values()):
+            cells = " | ".join(f"{got[c]['iops']:.0f} IOPS, {got[c]['mb_s']:.0f} MB/s" for c in got)
+            rows.append(f"| {workload} | {cells} | {got['cachectl']['iops'] / got['nbdkit-file']['iops']:.2f} | "
+                        f"{got['cachectl']['iops'] / got['ssd-direct']['iops']:.2f} |")
+    if not rows:
+        return []
+    return ["### The hit path against the limit (100 % hits)", "",
+            "| workload | cachectl | nbdkit file (SSD file through the page cache) | nbdkit memory | "
+            "fio O_DIRECT on the SSD file (no NBD) | cachectl / nbdkit file | cachectl / O_DIRECT |",
+            "|---|---|---|---|---|---|---|"] + rows + [""]
+
+
+def flush_lines(results):
+    f = results.get("flush")
+    if not f:
+        return []
+    return ["### Flush", "",
+            f"{f['lines']} dirty 4 KiB lines scattered over the whole emulated disk: `cachectl flush` took "
+            f"{f['flush_seconds']:.1f} s ({f['mb_s']:.2f} MB/s, {100 * f['mb_s'] / f['disk_seq_mb_s']:.2f} % of the "
+            f"disk's {f['disk_seq_mb_s']} MB/s sequential bandwidth); the disk itself took {f['disk_direct_seconds']:.1f} s "
+            f"to write the same blocks from fio at queue depth 32 (flush / direct = "
+            f"{f['flush_seconds'] / f['disk_direct_seconds']:.2f}).", ""]
+
+
+def metadata_lines(results):
+    rows = results.get("metadata")
+    if not rows:
+        return []
+    lines = ["### Metadata", "",
+             "Measured on the engine (`cachectl-meta-bench`) over files with libaio and O_DIRECT and a RocksDB "
+             "store, 4 KiB lines, queue depth 1.", "",
+             "| lines | RAM per line (filled, write-back) | RAM per line (after restart) | store on disk per line | "
+             "restart to a warm cache | RocksDB bytes per 4K write, write-back / write-through | "
+             "4K random-write IOPS, write-back / write-through | flush of every line |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['lines']:,} | {r['rss_bytes_per_line']:.0f} B | {r['rss_bytes_per_line_after_restart']:.0f} B | "
+                     f"{r['store_bytes_on_disk_per_line']:.0f} B | {r['open_seconds']:.1f} s | "
+                     f"{r['writeback_store_bytes_per_write']:.0f} / {r['writethrough_store_bytes_per_write']:.0f} | "
+                     f"{r['writeback_4k_iops']:.0f} / {r['writethrough_4k_iops']:.0f} | {r['flush_seconds']:.1f} s |")
+    return lines + [""] + scale_lines(rows[-1])
+
+
+def scale_lines(r):
+    """A 4 TB SSD in front of a 100 TB array, worked out from the measured per-line costs."""
+    ssd = 4e12
+    per_line_fixed = r["rss_bytes_per_line"] - BLOCK_STATE_BYTES  # measured with one block per line
+    out = ["### Scale: a 4 TB SSD in front of a 100 TB array", ""]
+    for line_kib in (64, 4):
+        lines = ssd / (line_kib * 1024)
+        ram = lines * (per_line_fixed + BLOCK_STATE_BYTES * line_kib // 4)
+        store = lines * (r["store_bytes_on_disk_per_line"] + 5 * (line_kib // 4 - 1))
+        restart = r["open_seconds"] / r["lines"] * lines
+        out.append(f"- {line_kib} KiB lines: {lines / 1e6:,.0f} million lines; RAM about {ram / 2**30:,.1f} GiB "
+                   f"({per_line_fixed:.0f} B per line plus {BLOCK_STATE_BYTES} B per 4 KiB block), the store about "
+                   f"{store / 2**30:,.1f} GiB on disk (5 B more per extra block in a record), a warm restart about "
+                   f"{restart:,.0f} s (read time grows with the records).")
+    out += ["- The dirty-region map stays 64 KiB: over 100 TB each of its 256Ki regions covers about 400 MB, so "
+            "after a lost store `cachectl check` names stale ranges at that granularity.",
+            f"- Figures scale from {r['lines']:,} lines, measured; RAM per line is the filled, write-back figure "
+            "(dirty lines carry an index entry), which is the larger.", ""]
+    return out
+
+
+def policy_table(results):
+    if not results.get("policy"):
+        return []
+    lines = ["### Policy: block hit ratio of `cachectl replay` against the reference columns", "",
+             "| trace | size | cachectl | LRU | ARC | S3-FIFO T2 | best reference | cachectl - best |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in results["policy"]:
+        ref = r["reference"]
+        best = max(ref.values())
+        lines.append(f"| {r['trace']} | {r['size_pct']} % | {r['cachectl']:.4f} | {ref['LRU']:.4f} | "
+                     f"{ref['ARC']:.4f} | {ref['S3-FIFO T2']:.4f} | {best:.4f} | {r['cachectl'] - best:+.4f} |")
+    return lines + [""]
+
+
+def report(results, plots):
+    os.makedirs(plots, exist_ok=True)
+    pts = Points(results)
+    m = results["machine"]
+    lines = [f"Run: {results['date']}, {results['mode']} mode, {results['seconds_per_point']} s per point, "
+             f"working set {results['working_set_mib']} MiB, {m['cpus']} CPUs ({m['cpu']}), kernel {m['kernel']}.", ""]
+    lines += randread_table(pts) + profile_table(pts) + iometer_table(pts) + latency_plots(pts, plots)
+    lines += flush_lines(results) + hit_table(pts) + metadata_lines(results) + policy_table(results)
+    return "\n".join(lines)

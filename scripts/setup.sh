@@ -13,6 +13,10 @@ packages=(
   libnbd-bin python3-libnbd qemu-utils fio fuse3 e2fsprogs nbdkit
   # the security test looks for TCP listeners with ss
   iproute2
+  # the benchmarks' plots (scripts/bench; its smoke test runs with the tests)
+  python3-matplotlib
+  # cachectl advise --plot draws with gnuplot
+  gnuplot-nox
   # the qemu guest with a real kernel (tests/guest)
   qemu-system-x86 busybox-static kmod cpio xz-utils dmsetup
   # libFuzzer targets (tests/fuzz)

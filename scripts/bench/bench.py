@@ -13,8 +13,13 @@ And for the hit path, against the limit:
   nbdkit-memory nbdkit's memory plugin (the protocol's ceiling here)
   ssd-direct    fio with libaio and O_DIRECT on the SSD file (the device's own)
 
-usage: bench.py --build DIR --out RESULTS.json --plots DIR [--quick | --full]
-                [--only SECTION,...]
+usage: bench.py --build DIR --out RESULTS.json --plots DIR [--quick | --full | --smoke]
+                [--only SECTION,...] [--docs docs/benchmarks.md]
+       bench.py --from-json RESULTS.json --plots DIR [--docs docs/benchmarks.md]
+With --docs, the report replaces the results block of that file; with
+--from-json, nothing is measured: the report is made again from a run's file.
+--smoke runs every section for a second or so per point, on small sizes: a
+check that the harness works (tests/bench_smoke_test.sh), not a measurement.
 Writes RESULTS.json and the plots, and prints a markdown report on stdout.
 """
 import argparse
@@ -43,14 +48,15 @@ def log(text):
 class Bench:
     def __init__(self, args):
         self.args = args
+        self.smoke = args.smoke
         self.quick = not args.full
-        self.seconds = 8 if self.quick else 30
-        self.working_set = 256 * MiB if self.quick else 2048 * MiB
+        self.seconds = 1 if self.smoke else 8 if self.quick else 30
+        self.working_set = 32 * MiB if self.smoke else 256 * MiB if self.quick else 2048 * MiB
         self.size = f"{self.working_set // MiB}M"
         self.w = tempfile.mkdtemp(prefix="cachectl-bench-")
         self.env = dict(os.environ, CACHECTL_RUN_DIR=f"{self.w}/run", CACHECTL_STATE_DIR=f"{self.w}/state")
         self.procs = []
-        self.results = {"mode": "quick" if self.quick else "full", "seconds_per_point": self.seconds,
+        self.results = {"mode": "smoke" if self.smoke else "quick" if self.quick else "full", "seconds_per_point": self.seconds,
                         "working_set_mib": self.working_set // MiB,
                         "machine": {"cpus": os.cpu_count(), "kernel": platform.release(),
                                     "cpu": platform.processor() or platform.machine()},
@@ -151,14 +157,14 @@ class Bench:
                     limit = f"{max(1, rate * mix // 100)},{max(1, rate * (100 - mix) // 100)}"
                     self.point(name, config, target, rw, bs, 16,
                                extra + (f"--rate_iops={limit}", "--rate_process=poisson"),
-                               curve="load", load_pct=pct, target_iops=rate, seconds=self.seconds // 2 + 1)
+                               curve="load", load_pct=pct, target_iops=rate, seconds=(self.seconds + 1) // 2)
         self.mode(False)
 
     def flush(self):
         """N scattered dirty 4 KiB lines: the time to clean them against the
         time the disk takes to write the same blocks itself, and against its
         sequential bandwidth."""
-        count = 2000 if self.quick else 20000
+        count = 100 if self.smoke else 2000 if self.quick else 20000
         log(f"== flush: {count} scattered dirty lines")
         self.mode(True)
         self.cachectl("flush", "bench")
@@ -199,7 +205,8 @@ class Bench:
             self.results["points"].append(r)
 
     def metadata(self):
-        sizes = (1_000_000,) if self.quick else (1_000_000, 10_000_000)
+        sizes = (20_000,) if self.smoke else (1_000_000,) if self.quick else (1_000_000, 10_000_000)
+        overwrites = 2000 if self.smoke else 20000
         rows = []
         for lines in sizes:
             log(f"== metadata: {lines} lines")
@@ -207,7 +214,7 @@ class Bench:
             tool = f"{self.args.build}/scripts/bench/cachectl-meta-bench"
             run = lambda *a: json.loads(subprocess.run([tool, *a], check=True, capture_output=True,
                                                        text=True).stdout)
-            row = run("fill", "--dir", d, "--lines", str(lines), "--overwrites", "20000")
+            row = run("fill", "--dir", d, "--lines", str(lines), "--overwrites", str(overwrites))
             reopened = run("open", "--dir", d)
             row.update({"open_seconds": reopened["open_seconds"],
                         "rss_bytes_per_line_after_restart": reopened["rss_bytes_per_line"],
@@ -221,7 +228,8 @@ class Bench:
         """cachectl replay on every shared trace at 1, 5 and 10 % of its footprint."""
         log("== policy: replay of the shared traces")
         rows = []
-        for (trace, pct), ref in sorted(bench_report.reference_ratios(TRACES).items()):
+        cells = sorted(bench_report.reference_ratios(TRACES).items())
+        for (trace, pct), ref in cells[:1] if self.smoke else cells:
             out = subprocess.run([f"{self.args.build}/cachectl/cachectl", "replay", "--trace",
                                   os.path.join(TRACES, trace + ".csv.zst"), "--cache-size", f"{pct}%", "--json"],
                                  capture_output=True, text=True, check=True).stdout
@@ -230,24 +238,14 @@ class Bench:
         self.results["policy"] = rows
 
 
-def main():
-    # SIGTERM ends the run through the cleanup below: servers stopped.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--build", required=True)
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--plots", required=True)
-    ap.add_argument("--only", default=",".join(SECTIONS), help="sections to run: " + ",".join(SECTIONS))
-    mode = ap.add_mutually_exclusive_group()
-    mode.add_argument("--quick", action="store_true")
-    mode.add_argument("--full", action="store_true")
-    args = ap.parse_args()
+def measure(args):
     only = args.only.split(",")
     unknown = [s for s in only if s not in SECTIONS]
     if unknown:
         raise SystemExit(f"bench: unknown section {unknown[0]}; sections: {', '.join(SECTIONS)}")
     bench = Bench(args)
     bench.results["sections"] = only
+    bench.results["command"] = "bash scripts/bench/run.sh " + ("--full" if args.full else "--quick")
     try:
         bench.start()
         for section in SECTIONS:
@@ -257,7 +255,34 @@ def main():
         bench.stop()
     with open(args.out, "w") as f:
         json.dump(bench.results, f, indent=1)
-    print(bench_report.report(bench.results, args.plots))
+    return bench.results
+
+
+def main():
+    # SIGTERM ends the run through the cleanup in measure(): servers stopped.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--build")
+    ap.add_argument("--out")
+    ap.add_argument("--plots", required=True)
+    ap.add_argument("--docs", help="rewrite the results block of this markdown file")
+    ap.add_argument("--from-json", help="report on an earlier run's results instead of measuring")
+    ap.add_argument("--only", default=",".join(SECTIONS), help="sections to run: " + ",".join(SECTIONS))
+    mode = ap.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true")
+    mode.add_argument("--full", action="store_true")
+    mode.add_argument("--smoke", action="store_true")
+    args = ap.parse_args()
+    if args.from_json:
+        results, source = json.load(open(args.from_json)), args.from_json
+    elif args.build and args.out:
+        results, source = measure(args), args.out
+    else:
+        raise SystemExit("bench: give --build and --out to measure, or --from-json to report on a run")
+    text = bench_report.report(results, args.plots)
+    print(text)
+    if args.docs:
+        bench_report.update_docs(args.docs, text, results.get("command", "bash scripts/bench/run.sh"), source)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """The markdown report and the PNG plots of a benchmark run (bench.py)."""
 import os
+import re
 
 QNAP = {"4k-randread": "27.8x", "4k-randwrite": "93x", "64k-seqread": "2.2x", "64k-seqwrite": "3.4x"}
 CONFIGS = ("uncached", "cachectl", "nbdkit-cache")
@@ -226,3 +227,14 @@ def report(results, plots):
     lines += randread_table(pts) + profile_table(pts) + iometer_table(pts) + latency_plots(pts, plots)
     lines += flush_lines(results) + hit_table(pts) + metadata_lines(results) + policy_table(results)
     return "\n".join(lines)
+
+
+def update_docs(path, text, command, source):
+    """Replaces the block between the results markers of `path` with the report."""
+    block = (f"<!-- results:begin -->\n{text}\nReproduce: `{command}` (results JSON: `{source}`).\n"
+             "<!-- results:end -->")
+    doc = open(path).read()
+    updated = re.sub(r"<!-- results:begin -->.*?<!-- results:end -->", lambda m: block, doc, flags=re.S)
+    if updated == doc and block not in doc:
+        raise SystemExit(f"bench: {path} has no results block (<!-- results:begin --> ... <!-- results:end -->)")
+    open(path, "w").write(updated)

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# The benchmark harness works end to end (scripts/bench/bench.py --smoke):
+# every section runs against real servers (the emulated disk, nbdkit, a
+# cachectl daemon), the results file holds every configuration's points
+# with I/O done, the plots are PNG files and the report has every table.
+# Nothing here depends on how fast anything was: that is the benchmarks'.
+# Usage: bench_smoke_test.sh BUILD_DIR
+set -euo pipefail
+build=$(cd "$1" && pwd)
+here=$(cd "$(dirname "$0")/.." && pwd)
+w=$(mktemp -d /tmp/cachectl-bench-smoke.XXXXXX)
+trap 'rm -rf "$w"' EXIT
+/usr/bin/python3 "$here/scripts/bench/bench.py" --build "$build" --out "$w/results.json" \
+  --plots "$w/plots" --smoke >"$w/report.md"
+/usr/bin/python3 - "$w" <<'PY'
+import json, sys
+w = sys.argv[1]
+r = json.load(open(f"{w}/results.json"))
+def fail(why):
+    sys.exit(f"bench smoke: {why}")
+configs = {(p["workload"], p["config"]) for p in r["points"] if p["iops"] > 0}
+for workload in ("4k-randread-qd32", "4k-randwrite", "64k-seqwrite", "sql-8k-70r30w", "iometer-1m-seqread-8t"):
+    for config in ("uncached", "cachectl", "nbdkit-cache"):
+        if (workload, config) not in configs:
+            fail(f"no I/O done for {workload} on {config}")
+for config in ("cachectl", "nbdkit-file", "nbdkit-memory", "ssd-direct"):
+    if ("hit-4k-randread-qd32", config) not in configs:
+        fail(f"no hit-path point for {config}")
+loads = [p for p in r["points"] if p.get("curve") == "load"]
+if len(loads) != 2 * 3 * 4:
+    fail(f"{len(loads)} latency-against-load points, expected 24")
+if r["flush"]["lines"] != 100 or r["flush"]["flush_seconds"] <= 0:
+    fail(f"flush section: {r['flush']}")
+meta = r["metadata"][0]
+if meta["lines"] != 20000 or meta["rss_bytes_per_line"] <= 0 or meta["open_seconds"] <= 0:
+    fail(f"metadata section: {meta}")
+if not r["policy"] or not 0 < r["policy"][0]["cachectl"] < 1:
+    fail(f"policy section: {r['policy']}")
+for plot in ("latency-4k-randread.png", "latency-sql-8k-70r30w.png"):
+    if open(f"{w}/plots/{plot}", "rb").read(8) != b"\x89PNG\r\n\x1a\n":
+        fail(f"{plot} is not a PNG")
+report = open(f"{w}/report.md").read()
+for heading in ("### Seed profiles", "### IOMeter", "### Latency against load", "### Flush",
+                "### The hit path", "### Metadata", "### Scale", "### Policy"):
+    if heading not in report:
+        fail(f"the report has no '{heading}'")
+print("bench smoke: every section ran; results, plots and report complete")
+PY

@@ -31,6 +31,7 @@ const Command kCommands[] = {
     {"check", RunCheck, "verify a stopped cache's superblock, metadata and data, offline"},
     {"rebuild", RunRebuild, "replace a damaged, stopped cache by a new, cold one (safe unless --force)"},
     {"replay", RunReplay, "replay a block trace through the engine and report hit ratios"},
+    {"advise", RunAdvise, "the hit ratio at every cache size, from a recorded trace; the size to buy"},
 };
 
 void PrintUsage(std::ostream& out) {

@@ -1,4 +1,4 @@
-// cachectl replay --trace FILE --cache-size SIZE [--line-size 4K] [--json]
+// cachectl replay --trace FILE --cache-size SIZE [--format F] [--line-size 4K] [--json]
 #include <boost/program_options.hpp>
 
 #include <cstdio>
@@ -45,10 +45,11 @@ int RunReplay(const std::vector<std::string>& args) {
   po::options_description desc(
       "cachectl replay --trace FILE --cache-size SIZE [options]\n\n"
       "example: cachectl replay --trace ../shared/traces/arc_P2.csv.zst --cache-size 10% --json\n\noptions");
-  std::string trace, size_text, line_text = "4K", cutoff_text = "0";
+  std::string trace, size_text, line_text = "4K", cutoff_text = "0", format_text = "csv";
   desc.add_options()
       ("help,h", "show this help")
-      ("trace", po::value(&trace)->required(), "trace file (CSV, plain or zstd)")
+      ("trace", po::value(&trace)->required(), "trace file, plain or zstd")
+      ("format", po::value(&format_text), "csv (the default), blkparse or msr (see cachectl advise)")
       ("cache-size", po::value(&size_text)->required(),
        "cache size: bytes with K/M/G/T, or a share of the footprint such as 10%")
       ("line-size", po::value(&line_text), "cache line size, 4K to 1M (default 4K)")
@@ -67,6 +68,9 @@ int RunReplay(const std::vector<std::string>& args) {
   }
   ReplayOptions o;
   o.trace_path = trace;
+  Result<TraceFormat> format = ParseTraceFormat(format_text);
+  if (!format.ok()) return Fail(kExitUsage, "replay: --format: " + format.status().message());
+  o.format = format.value();
   Result<CacheSize> size = ParseCacheSize(size_text);
   if (!size.ok()) return Fail(kExitUsage, "replay: " + size.status().message());
   o.cache_size = size.value();

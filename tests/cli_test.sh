@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The cachectl command line as a user meets it: wrong input gets one clear
-# line and the right exit code; replay works on every shared trace.
+# line and the right exit code; replay works on every shared trace; advise
+# prints a curve, its JSON and its plot.
 # Usage: cli_test.sh PATH/TO/cachectl PATH/TO/traces
 set -u
 cachectl=$1
@@ -44,6 +45,30 @@ for trace in "$traces"/*.csv.zst; do
 done
 expect 0 "" -- replay --trace "$traces/arc_OLTP.csv.zst" --cache-size 16M --line-size 64K
 grep -q "^hit ratio" "$out" || fail "replay text output lacks 'hit ratio': $(cat "$out")"
+
+# advise: the curve, its JSON, the plot, and wrong input.
+expect 2 "advise: .*--trace" -- advise --format csv
+expect 2 "unknown trace format 'json'" -- advise --trace "$traces/arc_P2.csv.zst" --format json
+expect 1 "cannot open trace /nonexistent.csv" -- advise --trace /nonexistent.csv
+printf '0,R,0,4096\nnot a trace\n' >"$out.bad"
+expect 2 "$out.bad:2:" -- advise --trace "$out.bad"
+expect 2 "$out.bad:1: not a blkparse event line" -- advise --trace "$out.bad" --format blkparse
+rm -f "$out.bad"
+expect 0 "" -- advise --trace "$traces/tencent_cbs_sample.csv.zst" --json
+/usr/bin/python3 - "$out" <<'PY' || fail "advise --json: $(head -c 300 "$out")"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert [p["size_pct"] for p in r["curve"]] == list(range(1, 101))
+assert all(0 <= p["hit_ratio"] <= 1 and 0 <= p["read_hit_ratio"] <= 1 for p in r["curve"])
+assert all(a["hit_ratio"] <= b["hit_ratio"] + 0.01 for a, b in zip(r["curve"], r["curve"][1:]))
+assert 1 <= r["recommended_size_pct"] <= 100
+PY
+plot=$(mktemp -u /tmp/cachectl-advise.XXXXXX.png)
+expect 0 "" -- advise --trace "$traces/arc_P2.csv.zst" --plot "$plot"
+grep -q "recommended" "$out" || fail "advise text output lacks the recommendation: $(cat "$out")"
+[ "$(head -c 4 "$plot" | od -An -c | tr -d ' ')" = "211PNG" ] || fail "advise --plot wrote no PNG to $plot"
+rm -f "$plot"
+expect 2 "cannot write /nonexistent/dir/x.png: No such file" -- advise --trace "$traces/arc_P2.csv.zst" --plot /nonexistent/dir/x.png
 
 [ -n "${CACHECTL_FIGURES:-}" ] && echo "bad_inputs ${bad_inputs:-0}" >>"$CACHECTL_FIGURES"
 if [ "$failures" -ne 0 ]; then

@@ -23,8 +23,8 @@ struct Footprint {
   uint64_t end = 0;  // highest byte touched, rounded up to a block
 };
 
-Result<Footprint> MeasureFootprint(const std::string& path) {
-  Result<std::unique_ptr<TraceReader>> reader = TraceReader::Open(path);
+Result<Footprint> MeasureFootprint(const std::string& path, TraceFormat format) {
+  Result<std::unique_ptr<TraceReader>> reader = TraceReader::Open(path, format);
   if (!reader.ok()) return reader.status();
   std::unordered_set<uint64_t> blocks;
   Footprint fp;
@@ -64,7 +64,7 @@ Result<CacheSize> ParseCacheSize(const std::string& text) {
 }
 
 Result<ReplayResult> ReplayTrace(const ReplayOptions& o) {
-  Result<Footprint> fp = MeasureFootprint(o.trace_path);
+  Result<Footprint> fp = MeasureFootprint(o.trace_path, o.format);
   if (!fp.ok()) return fp.status();
   if (fp->blocks == 0) return Status::InvalidArgument(o.trace_path + " holds no requests");
   uint64_t cache_bytes = o.cache_size.is_percent
@@ -96,7 +96,7 @@ Result<ReplayResult> ReplayTrace(const ReplayOptions& o) {
     Result<std::unique_ptr<Engine>> engine =
         Engine::Create({origin.get(), cache.get(), store->get()}, config, Replace::kNothing);
     if (!engine.ok()) return engine.status();
-    Result<std::unique_ptr<TraceReader>> reader = TraceReader::Open(o.trace_path);
+    Result<std::unique_ptr<TraceReader>> reader = TraceReader::Open(o.trace_path, o.format);
     if (!reader.ok()) return reader.status();
     AlignedBuffer buffer;
     TraceRecord r;

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <vector>
 
+#include "trace_formats.h"
+
 namespace cachecore {
 
 namespace {
@@ -70,27 +72,49 @@ class ByteSource {
   bool frame_done_ = true;
 };
 
-class CsvTraceReader : public TraceReader {
+// Reads a trace line by line; the format says what each line is.
+class LineTraceReader : public TraceReader {
  public:
-  CsvTraceReader(std::unique_ptr<ByteSource> src, std::string path)
-      : src_(std::move(src)), path_(std::move(path)) {}
+  LineTraceReader(std::unique_ptr<ByteSource> src, std::string path, TraceFormat format)
+      : src_(std::move(src)), path_(std::move(path)), format_(format) {}
 
   Result<bool> Next(TraceRecord* record) override {
     std::string line;
-    while (true) {
+    while (!ended_) {
       Result<bool> got = NextLine(&line);
-      if (!got.ok() || !got.value()) return got;
+      if (!got.ok()) return got;
+      if (!got.value()) break;
       ++line_number_;
       if (!line.empty() && line.back() == '\r') line.pop_back();
-      if (line.empty()) continue;
-      if (line_number_ == 1 && (line[0] < '0' || line[0] > '9')) continue;  // the header
-      Status s = ParseTraceLine(line, record);
-      if (!s.ok()) {
+      Result<LineKind> kind = ParseLine(line, record);
+      if (!kind.ok()) {
         return Status::InvalidArgument(path_ + ":" + std::to_string(line_number_) + ": " +
-                                       s.message());
+                                       kind.status().message());
       }
-      return true;
+      if (kind.value() == LineKind::kRecord) {
+        ++records_;
+        return true;
+      }
+      if (kind.value() == LineKind::kOtherEvent) ++other_events_;
+      ended_ = kind.value() == LineKind::kEnd;
     }
+    if (format_ == TraceFormat::kBlkparse && records_ == 0 && other_events_ > 0) {
+      return Status::InvalidArgument(path_ + ": no Q (queued) read or write events; run blkparse "
+                                     "without an action filter (or with -a queue)");
+    }
+    return false;
+  }
+
+ private:
+  Result<LineKind> ParseLine(const std::string& line, TraceRecord* record) {
+    if (format_ == TraceFormat::kBlkparse) return ParseBlkparseLine(line, record);
+    if (line.empty()) return LineKind::kSkip;
+    // Our CSV and MSR's may start with a header line.
+    if (line_number_ == 1 && (line[0] < '0' || line[0] > '9')) return LineKind::kSkip;
+    if (format_ == TraceFormat::kMsr) return ParseMsrLine(line, record);
+    Status s = ParseTraceLine(line, record);
+    if (!s.ok()) return s;
+    return LineKind::kRecord;
   }
 
  private:
@@ -116,6 +140,9 @@ class CsvTraceReader : public TraceReader {
 
   std::unique_ptr<ByteSource> src_;
   std::string path_;
+  TraceFormat format_;
+  bool ended_ = false;
+  uint64_t records_ = 0, other_events_ = 0;
   const char* data_ = nullptr;
   size_t size_ = 0, pos_ = 0;
   uint64_t line_number_ = 0;
@@ -159,12 +186,19 @@ Status ParseTraceLine(const std::string& line, TraceRecord* r) {
   return Status::Ok();
 }
 
-Result<std::unique_ptr<TraceReader>> TraceReader::Open(const std::string& path) {
+Result<TraceFormat> ParseTraceFormat(const std::string& name) {
+  if (name == "csv") return TraceFormat::kCsv;
+  if (name == "blkparse") return TraceFormat::kBlkparse;
+  if (name == "msr") return TraceFormat::kMsr;
+  return Status::InvalidArgument("unknown trace format '" + name + "' (csv, blkparse or msr)");
+}
+
+Result<std::unique_ptr<TraceReader>> TraceReader::Open(const std::string& path, TraceFormat format) {
   FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) return Status::NotFound("cannot open trace " + path + ": " + std::strerror(errno));
   auto src = std::make_unique<ByteSource>(f);
   CACHECORE_RETURN_IF_ERROR(src->Init());
-  return std::unique_ptr<TraceReader>(new CsvTraceReader(std::move(src), path));
+  return std::unique_ptr<TraceReader>(new LineTraceReader(std::move(src), path, format));
 }
 
 }  // namespace cachecore

@@ -9,6 +9,7 @@
 #include "cachecore/cache_mode.h"
 #include "cachecore/stats.h"
 #include "cachecore/status.h"
+#include "cachecore/trace_reader.h"
 
 namespace cachecore {
 
@@ -23,6 +24,7 @@ Result<CacheSize> ParseCacheSize(const std::string& text);
 
 struct ReplayOptions {
   std::string trace_path;
+  TraceFormat format = TraceFormat::kCsv;
   CacheSize cache_size;
   uint32_t line_size = 4096;
   // Writes allocate as in write-back, as the reference simulators do.

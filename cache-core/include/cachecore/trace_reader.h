@@ -1,6 +1,7 @@
 // TraceReader: block-I/O traces in the CSV format of ../shared/traces
-// ("ts_us,op,offset_bytes,length_bytes", op R or W, one header line),
-// plain or zstd-compressed (detected by the zstd magic, not the name).
+// ("ts_us,op,offset_bytes,length_bytes", op R or W, one header line), in
+// blkparse's text output or in the MSR Cambridge CSV; plain or
+// zstd-compressed (detected by the zstd magic, not the name).
 #pragma once
 
 #include <cstdint>
@@ -18,10 +19,17 @@ struct TraceRecord {
   uint64_t length = 0;  // bytes
 };
 
+// kCsv: the format above. kBlkparse: blkparse's default text output (each
+// request at its Q event). kMsr: the MSR Cambridge traces' CSV.
+enum class TraceFormat { kCsv, kBlkparse, kMsr };
+// "csv", "blkparse" or "msr"; kInvalidArgument naming the choices otherwise.
+Result<TraceFormat> ParseTraceFormat(const std::string& name);
+
 class TraceReader {
  public:
   // kNotFound when the file cannot be opened (the message names it).
-  static Result<std::unique_ptr<TraceReader>> Open(const std::string& path);
+  static Result<std::unique_ptr<TraceReader>> Open(const std::string& path,
+                                                   TraceFormat format = TraceFormat::kCsv);
   virtual ~TraceReader() = default;
   // Fills `record` and returns true; false at the end of the trace. A
   // malformed line is kInvalidArgument naming the file and line number.

@@ -1,0 +1,174 @@
+// cachectl advise --trace FILE [--format csv|blkparse|msr] [--json] [--plot FILE.png]
+#include <fcntl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <boost/program_options.hpp>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <string>
+
+#include "cachecore/advise.h"
+#include "commands.h"
+
+namespace cachectl {
+
+namespace po = boost::program_options;
+using namespace cachecore;
+
+namespace {
+
+void PrintJson(const AdviseOptions& o, const AdviseResult& r) {
+  std::printf("{\"trace\": \"%s\", \"requests\": %llu, \"accesses\": %llu, \"footprint_blocks\": %llu, "
+              "\"sampling_rate\": %.6f, \"curve\": [", o.trace_path.c_str(), (unsigned long long)r.requests,
+              (unsigned long long)r.accesses, (unsigned long long)r.footprint_blocks, r.sampling_rate);
+  for (const CurvePoint& p : r.curve) {
+    std::printf("%s{\"size_pct\": %u, \"cache_bytes\": %llu, \"hit_ratio\": %.4f, \"read_hit_ratio\": %.4f}",
+                p.size_pct == 1 ? "" : ", ", p.size_pct, (unsigned long long)p.cache_bytes, p.hit_ratio,
+                p.read_hit_ratio);
+  }
+  std::printf("], \"recommended_size_pct\": %u}\n", r.recommended_size_pct);
+}
+
+std::string Human(uint64_t bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024 && u < 4) {
+    v /= 1024;
+    ++u;
+  }
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f %s", v, units[u]);
+  return text;
+}
+
+void PrintText(const AdviseResult& r) {
+  std::printf("footprint  %s (%llu blocks of 4 KiB)%s\n", Human(r.footprint_blocks * 4096).c_str(),
+              (unsigned long long)r.footprint_blocks, r.sampling_rate < 1 ? ", estimated from a sample" : "");
+  std::printf("accesses   %llu blocks in %llu requests\n\n", (unsigned long long)r.accesses,
+              (unsigned long long)r.requests);
+  std::printf("%6s  %12s  %9s  %14s\n", "size", "cache", "hit ratio", "read hit ratio");
+  for (const CurvePoint& p : r.curve) {
+    bool shown = p.size_pct <= 2 || p.size_pct % 5 == 0 || p.size_pct == r.recommended_size_pct;
+    if (!shown) continue;
+    std::printf("%5u%%  %12s  %9.4f  %14.4f%s\n", p.size_pct, Human(p.cache_bytes).c_str(), p.hit_ratio,
+                p.read_hit_ratio, p.size_pct == r.recommended_size_pct ? "   <- recommended" : "");
+  }
+  const CurvePoint& rec = r.curve[r.recommended_size_pct - 1];
+  std::printf("\nrecommended: %u%% of the footprint (%s), the smallest size that reaches 90%% of the "
+              "best hit ratio (%.4f of %.4f)\n", rec.size_pct, Human(rec.cache_bytes).c_str(), rec.hit_ratio,
+              r.curve.back().hit_ratio);
+}
+
+// gnuplot's single-quoted string: a quote is written twice.
+std::string GnuplotQuoted(const std::string& text) {
+  std::string out = "'";
+  for (char c : text) out += c == '\'' ? std::string("''") : std::string(1, c);
+  return out + "'";
+}
+
+// Draws the curve with gnuplot (fed on its standard input).
+int Plot(const AdviseResult& r, const std::string& path) {
+  std::string script = "set terminal pngcairo size 800,480\nset output " + GnuplotQuoted(path) +
+                       "\nset xlabel 'cache size, % of the footprint'\nset ylabel 'hit ratio'\n"
+                       "set yrange [0:1]\nset grid\nset key bottom right\n"
+                       "set arrow from " + std::to_string(r.recommended_size_pct) +
+                       ",0 to " + std::to_string(r.recommended_size_pct) + ",1 nohead dt 2\n"
+                       "plot '-' with lines lw 2 title 'hit ratio', '-' with lines lw 2 title 'read hit ratio'\n";
+  for (int pass = 0; pass < 2; ++pass) {
+    for (const CurvePoint& p : r.curve) {
+      script += std::to_string(p.size_pct) + " " + std::to_string(pass ? p.read_hit_ratio : p.hit_ratio) + "\n";
+    }
+    script += "e\n";
+  }
+  int fds[2];
+  if (pipe(fds) != 0) return Fail(kExitFailed, "advise: --plot: cannot start gnuplot");
+  pid_t pid = fork();
+  if (pid == 0) {
+    dup2(fds[0], 0);
+    close(fds[0]);
+    close(fds[1]);
+    int quiet = open("/dev/null", O_WRONLY);  // our one line says what failed
+    dup2(quiet, 1);
+    dup2(quiet, 2);
+    execlp("gnuplot", "gnuplot", static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  close(fds[0]);
+  bool sent = pid > 0 && write(fds[1], script.data(), script.size()) == static_cast<ssize_t>(script.size());
+  close(fds[1]);
+  int status = 0;
+  if (pid > 0) waitpid(pid, &status, 0);
+  if (pid < 0 || (WIFEXITED(status) && WEXITSTATUS(status) == 127)) {
+    return Fail(kExitFailed, "advise: --plot needs gnuplot (apt-get install gnuplot-nox)");
+  }
+  if (!sent || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    unlink(path.c_str());
+    return Fail(kExitFailed, "advise: gnuplot could not write " + path);
+  }
+  return kExitOk;
+}
+
+// A plot file that cannot be written is refused before the trace is read.
+bool CanWrite(const std::string& path, std::string* why) {
+  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    *why = std::strerror(errno);
+    return false;
+  }
+  close(fd);
+  return true;
+}
+
+}  // namespace
+
+int RunAdvise(const std::vector<std::string>& args) {
+  po::options_description desc(
+      "cachectl advise --trace FILE [options]\n\n"
+      "The hit ratio a cache would reach at every size from 1% to 100% of the workload's footprint,\n"
+      "and the smallest size worth having. Record a trace of your volume with\n"
+      "  blktrace -d /dev/sdX -o - | blkparse -i - > trace.txt\n\n"
+      "example: cachectl advise --trace trace.txt --format blkparse --plot curve.png\n\noptions");
+  std::string trace, format_text = "csv", plot;
+  desc.add_options()
+      ("help,h", "show this help")
+      ("trace", po::value(&trace)->required(), "trace file, plain or zstd")
+      ("format", po::value(&format_text), "csv (ts_us,op,offset_bytes,length_bytes; the default), "
+                                           "blkparse (its text output) or msr (MSR Cambridge CSV)")
+      ("plot", po::value(&plot), "also draw the curve into this PNG file (needs gnuplot)")
+      ("json", "print one JSON object with a point at every whole percent");
+  po::variables_map vm;
+  try {
+    po::store(po::command_line_parser(args).options(desc).run(), vm);
+    if (vm.count("help")) {
+      std::cout << desc;
+      return kExitOk;
+    }
+    po::notify(vm);
+  } catch (const po::error& e) {
+    return Fail(kExitUsage, std::string("advise: ") + e.what());
+  }
+  AdviseOptions o;
+  o.trace_path = trace;
+  Result<TraceFormat> format = ParseTraceFormat(format_text);
+  if (!format.ok()) return Fail(kExitUsage, "advise: --format: " + format.status().message());
+  o.format = format.value();
+  std::string why;
+  if (!plot.empty() && !CanWrite(plot, &why)) {
+    return Fail(kExitUsage, "advise: --plot: cannot write " + plot + ": " + why);
+  }
+  Result<AdviseResult> r = AdviseCacheSize(o);
+  if (!r.ok()) {
+    int code = r.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailed;
+    return Fail(code, "advise: " + r.status().message());
+  }
+  if (vm.count("json")) PrintJson(o, r.value());
+  else PrintText(r.value());
+  return plot.empty() ? kExitOk : Plot(r.value(), plot);
+}
+
+}  // namespace cachectl

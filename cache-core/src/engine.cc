@@ -328,6 +328,7 @@ Status Engine::Discard(uint64_t offset, uint64_t length) {
   // The dropped lines' records must be gone for good before the origin
   // changes under them (see AnnounceOverwrite).
   CACHECORE_RETURN_IF_ERROR(impl_->SyncMetadata());
+  impl_->WaitWhileCleaning(offset / impl_->line_size, (offset + length - 1) / impl_->line_size);
   Status s = impl_->dev.origin->Discard(offset, length);
   if (s.code() == StatusCode::kNotSupported) return Status::Ok();  // a hint the origin may ignore
   if (!s.ok()) LiveStats::Bump(impl_->stats.origin_write_err);

@@ -11,100 +11,142 @@ namespace cachecore {
 
 namespace {
 constexpr uint64_t kMaxCleanWrite = 8 << 20;  // bytes per coalesced origin write
-
-struct DirtyPiece {
-  uint64_t origin_offset;
-  uint32_t slot;
-  uint32_t block;
-  bool verified;
-};
 }  // namespace
 
-Status Engine::Impl::CleanSlots(const std::vector<uint32_t>& slots_in) {
+// One dirty block on its way to the origin, with the checksum of the data
+// read for it: the block is called clean only if it still holds that data.
+struct DirtyPiece {
+  uint64_t origin_offset;
+  uint64_t line;
+  uint32_t slot;
+  uint32_t block;
+  uint32_t crc;
+  bool verified;
+};
+
+struct CleanJob {
+  std::vector<DirtyPiece> pieces;
+  AlignedBuffer buffer;
+  size_t unproven = 0;
+};
+
+// Reads the dirty blocks of `slots` (stripes held), one request per run of a
+// line's adjacent blocks, and checks each against its checksum.
+void Engine::Impl::ReadDirty(const std::vector<uint32_t>& slots_in, CleanJob& job) {
   std::vector<uint32_t> slots(slots_in);
   std::sort(slots.begin(), slots.end(),
             [&](uint32_t a, uint32_t b) { return slot_line[a] < slot_line[b]; });
-  std::vector<DirtyPiece> pieces;
-  std::vector<IoRequest> reads;
   for (uint32_t slot : slots) {
     for (uint32_t b = 0; b < blocks_per_line; ++b) {
-      if (Flags(slot, b) & kDirty) pieces.push_back({OriginOffset(slot_line[slot], b), slot, b, false});
+      if (!(Flags(slot, b) & kDirty)) continue;
+      job.pieces.push_back({OriginOffset(slot_line[slot], b), slot_line[slot], slot, b,
+                            block_crc[BlockIndex(slot, b)], false});
     }
   }
-  if (pieces.empty()) return Status::Ok();
-  AlignedBuffer buffer(pieces.size() * kBlockSize);
-  // Read the dirty blocks, one request per run of a line's adjacent blocks.
-  for (size_t i = 0; i < pieces.size();) {
+  if (job.pieces.empty()) return;
+  job.buffer.Reserve(job.pieces.size() * kBlockSize);
+  std::vector<IoRequest> reads;
+  for (size_t i = 0; i < job.pieces.size();) {
     size_t j = i + 1;
-    while (j < pieces.size() && pieces[j].slot == pieces[i].slot &&
-           pieces[j].block == pieces[j - 1].block + 1) ++j;
-    reads.push_back({IoOp::kRead, SlotOffset(pieces[i].slot, pieces[i].block),
-                     (j - i) * kBlockSize, buffer.data() + i * kBlockSize, Status()});
+    while (j < job.pieces.size() && job.pieces[j].slot == job.pieces[i].slot &&
+           job.pieces[j].block == job.pieces[j - 1].block + 1) ++j;
+    reads.push_back({IoOp::kRead, SlotOffset(job.pieces[i].slot, job.pieces[i].block),
+                     (j - i) * kBlockSize, job.buffer.data() + i * kBlockSize, Status()});
     i = j;
   }
   if (!dev.cache->SubmitAndWait(reads).ok()) CountCacheError(stats.cache_read_err);
-  size_t unproven = 0;
   for (size_t i = 0, r = 0; r < reads.size(); ++r) {
-    size_t n = reads[r].length / kBlockSize;
-    for (size_t k = 0; k < n; ++k, ++i) {
-      const uint8_t* data = buffer.data() + i * kBlockSize;
-      pieces[i].verified = reads[r].status.ok() &&
-          Crc32c(data, kBlockSize) == block_crc[BlockIndex(pieces[i].slot, pieces[i].block)];
-      if (!pieces[i].verified) ++unproven;
+    for (size_t k = 0; k < reads[r].length / kBlockSize; ++k, ++i) {
+      const uint8_t* data = job.buffer.data() + i * kBlockSize;
+      job.pieces[i].verified = reads[r].status.ok() && Crc32c(data, kBlockSize) == job.pieces[i].crc;
+      if (!job.pieces[i].verified) ++job.unproven;
     }
   }
   // Never write what cannot be proven: such blocks stay dirty (and reads of
   // them fail) until they are overwritten.
-  if (unproven > 0) LiveStats::Bump(stats.checksum_failed, unproven);
+  if (job.unproven > 0) LiveStats::Bump(stats.checksum_failed, job.unproven);
+}
 
+// Writes the proven pieces to the origin, coalesced, and makes them durable
+// there. Needs no stripe: the lines are in `cleaning`, so nothing else
+// writes their origin blocks meanwhile (see WaitWhileCleaning).
+Status Engine::Impl::WriteClean(CleanJob& job) {
   std::vector<IoRequest> writes;
-  for (size_t i = 0; i < pieces.size();) {
-    if (!pieces[i].verified) { ++i; continue; }
+  for (size_t i = 0; i < job.pieces.size();) {
+    if (!job.pieces[i].verified) { ++i; continue; }
     size_t j = i + 1;
-    while (j < pieces.size() && pieces[j].verified &&
-           pieces[j].origin_offset == pieces[j - 1].origin_offset + kBlockSize &&
+    while (j < job.pieces.size() && job.pieces[j].verified &&
+           job.pieces[j].origin_offset == job.pieces[j - 1].origin_offset + kBlockSize &&
            (j - i) * kBlockSize < kMaxCleanWrite) ++j;
-    writes.push_back({IoOp::kWrite, pieces[i].origin_offset, (j - i) * kBlockSize,
-                      buffer.data() + i * kBlockSize, Status()});
+    writes.push_back({IoOp::kWrite, job.pieces[i].origin_offset, (j - i) * kBlockSize,
+                      job.buffer.data() + i * kBlockSize, Status()});
     i = j;
   }
-  if (!writes.empty()) {
-    // The origin copy must be durable before any block is called clean.
-    Status s = dev.origin->SubmitAndWait(writes);
-    if (!s.ok()) {
-      LiveStats::Bump(stats.origin_write_err);
-      return s;  // data stays dirty on the cache and is retried
-    }
-    ReachedStep("flush-1-origin-written");
-    s = dev.origin->Flush();
-    if (!s.ok()) {
-      LiveStats::Bump(stats.origin_flush_err);
-      return s;
-    }
-    ReachedStep("flush-2-origin-synced");
-    LiveStats::Bump(stats.cleaner_writes, writes.size());
-    LiveStats::Bump(stats.cleaned_blocks, pieces.size() - unproven);
+  if (writes.empty()) return Status::Ok();
+  // The origin copy must be durable before any block is called clean.
+  Status s = dev.origin->SubmitAndWait(writes);
+  if (!s.ok()) {
+    LiveStats::Bump(stats.origin_write_err);
+    return s;  // data stays dirty on the cache and is retried
   }
+  ReachedStep("flush-1-origin-written");
+  s = dev.origin->Flush();
+  if (!s.ok()) {
+    LiveStats::Bump(stats.origin_flush_err);
+    return s;
+  }
+  ReachedStep("flush-2-origin-synced");
+  LiveStats::Bump(stats.cleaner_writes, writes.size());
+  LiveStats::Bump(stats.cleaned_blocks, job.pieces.size() - job.unproven);
+  return Status::Ok();
+}
+
+// Calls clean, durably, the pieces whose block still holds the data that
+// went to the origin, for the lines whose stripes `held` says are held.
+Status Engine::Impl::MarkCleaned(const CleanJob& job, const std::function<bool(uint64_t)>& held) {
   MetadataStore::Batch batch;
-  for (const DirtyPiece& p : pieces) {
-    if (!p.verified) continue;
+  std::vector<uint32_t> changed;
+  for (const DirtyPiece& p : job.pieces) {
+    if (!p.verified || !held(p.line) || slot_line[p.slot] != p.line) continue;
+    size_t i = BlockIndex(p.slot, p.block);
+    if (!(block_flags[i] & kDirty) || block_crc[i] != p.crc) continue;  // rewritten meanwhile
     MarkClean(p.slot, p.block);
-    block_epoch[BlockIndex(p.slot, p.block)] = 0;  // durable on the origin now
+    block_epoch[i] = 0;  // durable on the origin now
+    if (changed.empty() || changed.back() != p.slot) changed.push_back(p.slot);
   }
-  for (uint32_t slot : slots) batch.PutLine(slot, BuildRecord(slot));
+  for (uint32_t slot : changed) batch.PutLine(slot, BuildRecord(slot));
   // Synced: a line may be evicted (its slot reused) only once its clean
-  // state is durable; the caller holds the stripes until we return.
-  Status m = dev.metadata->Apply(batch, true);
+  // state is durable; its stripe stays held until we return.
+  Status m = batch.empty() ? Status::Ok() : dev.metadata->Apply(batch, true);
   if (!m.ok()) {
     LiveStats::Bump(stats.metadata_err);
     return m;
   }
   ReachedStep("flush-3-marked-clean");
-  if (unproven > 0) {
-    return Status::Corruption(std::to_string(unproven) +
+  if (job.unproven > 0) {
+    return Status::Corruption(std::to_string(job.unproven) +
                               " dirty block(s) fail their checksum and cannot be cleaned");
   }
   return Status::Ok();
+}
+
+Status Engine::Impl::CleanSlots(const std::vector<uint32_t>& slots) {
+  CleanJob job;
+  ReadDirty(slots, job);
+  if (job.pieces.empty()) return Status::Ok();
+  CACHECORE_RETURN_IF_ERROR(WriteClean(job));
+  return MarkCleaned(job, [](uint64_t) { return true; });
+}
+
+void Engine::Impl::WaitWhileCleaning(uint64_t first_line, uint64_t last_line) {
+  if (cleaning_count.load() == 0) return;  // the common case: no lock taken
+  std::unique_lock lock(mu);
+  cleaning_done.wait(lock, [&] {
+    for (uint64_t line : cleaning) {
+      if (line >= first_line && line <= last_line) return false;
+    }
+    return true;
+  });
 }
 
 Result<uint64_t> Engine::Impl::CleanPass(uint64_t max_lines) {
@@ -122,10 +164,22 @@ Result<uint64_t> Engine::Impl::CleanPass(uint64_t max_lines) {
   return CleanLines(lines, nullptr);
 }
 
+// Three steps, so that client I/O waits for the origin only when it must:
+// the lines' stripes are held while their dirty blocks are read from the
+// cache, then released while the origin writes and flushes (writes into the
+// cache go on; the lines are in `cleaning`, so nobody else writes their
+// origin blocks or evicts them), then taken again, without waiting, to call
+// clean what still holds the data written. A line whose stripe is busy then
+// stays dirty (its data is on the origin; the next pass finds it clean there).
 Result<uint64_t> Engine::Impl::CleanLines(const std::vector<uint64_t>& lines,
                                           std::vector<uint64_t>* busy) {
   std::vector<size_t> held;
   std::vector<uint32_t> slots;
+  std::vector<uint64_t> taken;
+  auto give_back = [&] {
+    for (size_t stripe : held) stripes[stripe].unlock();
+    held.clear();
+  };
   for (uint64_t line : lines) {
     size_t stripe = StripeIndex(line);
     bool have = std::find(held.begin(), held.end(), stripe) != held.end();
@@ -136,15 +190,47 @@ Result<uint64_t> Engine::Impl::CleanLines(const std::vector<uint64_t>& lines,
     if (!have) held.push_back(stripe);
     std::lock_guard lock(mu);
     auto it = map.find(line);
-    if (it != map.end() && slot_dirty_blocks[it->second] > 0) slots.push_back(it->second);
+    if (it == map.end() || slot_dirty_blocks[it->second] == 0) continue;
+    if (!cleaning.insert(line).second) {  // another cleaner has it
+      if (busy) busy->push_back(line);
+      continue;
+    }
+    cleaning_count.fetch_add(1);
+    slots.push_back(it->second);
+    taken.push_back(line);
   }
-  Status s = CleanSlots(slots);
-  for (size_t stripe : held) stripes[stripe].unlock();
+  CleanJob job;
+  ReadDirty(slots, job);
+  give_back();
+  Status s = WriteClean(job);
+  uint64_t cleaned = 0;
+  if (s.ok()) {
+    for (uint64_t line : taken) {
+      size_t stripe = StripeIndex(line);
+      bool have = std::find(held.begin(), held.end(), stripe) != held.end();
+      if (have || stripes[stripe].try_lock()) {
+        if (!have) held.push_back(stripe);
+        ++cleaned;
+      } else if (busy) {
+        busy->push_back(line);
+      }
+    }
+    s = MarkCleaned(job, [&](uint64_t line) {
+      return std::find(held.begin(), held.end(), StripeIndex(line)) != held.end();
+    });
+  }
+  {
+    std::lock_guard lock(mu);
+    for (uint64_t line : taken) cleaning.erase(line);
+    cleaning_count.fetch_sub(taken.size());
+  }
+  cleaning_done.notify_all();
+  give_back();
   if (!s.ok()) {
     if (busy) busy->insert(busy->end(), lines.begin(), lines.end());  // all of them again
     return s;
   }
-  return static_cast<uint64_t>(slots.size());
+  return cleaned;
 }
 
 Status Engine::Impl::FlushAll(const FlushProgress& progress) {

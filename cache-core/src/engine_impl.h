@@ -12,6 +12,7 @@
 #include <array>
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -52,6 +53,7 @@ struct Segment {
 };
 
 struct LineBatch;  // engine_batch.cc
+struct CleanJob;   // engine_cleaner.cc
 
 struct Engine::Impl {
   Impl(const EngineDevices& devices, const EngineConfig& config, const CacheIdentity& identity);
@@ -164,6 +166,14 @@ struct Engine::Impl {
   // Writes the dirty blocks of `slots` (their stripes held by the caller)
   // to the origin, makes that durable, then marks them clean, durably.
   Status CleanSlots(const std::vector<uint32_t>& slots);
+  // Its steps, which CleanLines runs with the stripes released for the
+  // middle one.
+  void ReadDirty(const std::vector<uint32_t>& slots, CleanJob& job);
+  Status WriteClean(CleanJob& job);
+  Status MarkCleaned(const CleanJob& job, const std::function<bool(uint64_t)>& stripe_held);
+  // Returns once no line in [first_line, last_line] is being cleaned: an
+  // origin write to such a line must not race the cleaner's older copy.
+  void WaitWhileCleaning(uint64_t first_line, uint64_t last_line);
   // One pass over up to `max_lines` dirty lines in origin order. Returns
   // how many lines it cleaned.
   Result<uint64_t> CleanPass(uint64_t max_lines);
@@ -206,6 +216,11 @@ struct Engine::Impl {
   // be the durable ones (see SyncIfRecentlyEvicted).
   std::unordered_set<uint64_t> unsynced_evictions;  // origin line -> slot, for sorted cleaning
   uint64_t clean_cursor = 0;
+  // Lines whose dirty blocks are on their way to the origin with their
+  // stripes released (CleanLines); under mu. Never evicted meanwhile.
+  std::unordered_set<uint64_t> cleaning;
+  std::atomic<size_t> cleaning_count{0};  // cleaning.size(), read without mu
+  std::condition_variable cleaning_done;
   DirtyMap dirty_map;      // under mu
   std::mutex dirty_map_io;  // one map write at a time
   std::atomic<uint64_t> sync_mark_written{0};

@@ -251,6 +251,7 @@ Status Engine::Impl::CacheWriteFailed(const Segment& seg, uint32_t slot, const u
   const uint32_t b0 = seg.first_block(), b1 = seg.end_block();
   CountCacheError(stats.cache_write_err);
   CACHECORE_RETURN_IF_ERROR(AnnounceOverwrite(slot, b0, b1, /*origin_write=*/true));
+  WaitWhileCleaning(seg.line, seg.line);
   Status o = dev.origin->Write(OriginOffset(seg.line, b0), data, uint64_t{b1 - b0} * kBlockSize);
   if (o.ok()) o = dev.origin->Flush();
   if (!o.ok()) {
@@ -288,6 +289,7 @@ Status Engine::Impl::ThroughSegment(const Segment& seg, std::optional<uint32_t> 
   const uint8_t* exact = window + (seg.begin - size_t{b0} * kBlockSize);
   if (slot) CACHECORE_RETURN_IF_ERROR(AnnounceOverwrite(*slot, b0, b1, /*origin_write=*/true));
   else CACHECORE_RETURN_IF_ERROR(SyncIfRecentlyEvicted(seg.line));
+  WaitWhileCleaning(seg.line, seg.line);
   Status s = dev.origin->Write(seg.line * line_size + seg.begin, exact, seg.end - seg.begin);
   if (!s.ok()) LiveStats::Bump(stats.origin_write_err);
   bool keep_copies = s.ok() && (mode == CacheMode::kWriteThrough ||

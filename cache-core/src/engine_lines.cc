@@ -70,6 +70,7 @@ std::optional<uint32_t> Engine::Impl::Allocate(uint64_t line, std::span<const si
       for (const Segment& k : keep) {
         if (k.line == slot_line[s]) return false;  // the caller is working on it
       }
+      if (cleaning.count(slot_line[s])) return false;  // on its way to the origin
       size_t stripe = StripeIndex(slot_line[s]);
       if (std::binary_search(held.begin(), held.end(), stripe)) return true;  // we hold it already
       if (!stripes[stripe].try_lock()) return false;

@@ -176,10 +176,17 @@ def metadata_lines(results):
              "4K random-write IOPS, write-back / write-through | flush of every line |",
              "|---|---|---|---|---|---|---|---|"]
     for r in rows:
-        lines.append(f"| {r['lines']:,} | {r['rss_bytes_per_line']:.0f} B | {r['rss_bytes_per_line_after_restart']:.0f} B | "
-                     f"{r['store_bytes_on_disk_per_line']:.0f} B | {r['open_seconds']:.1f} s | "
-                     f"{r['writeback_store_bytes_per_write']:.0f} / {r['writethrough_store_bytes_per_write']:.0f} | "
-                     f"{r['writeback_4k_iops']:.0f} / {r['writethrough_4k_iops']:.0f} | {r['flush_seconds']:.1f} s |")
+        if "writethrough_4k_iops" in r:
+            store = f"{r['writeback_store_bytes_per_write']:.0f} / {r['writethrough_store_bytes_per_write']:.0f}"
+            iops = f"{r['writeback_4k_iops']:.0f} / {r['writethrough_4k_iops']:.0f}"
+            flush = f"{r['flush_seconds']:.1f} s"
+        else:  # a size too large to flush into an origin beside the cache here
+            store = f"{r['writeback_store_bytes_per_write']:.0f} / -"
+            iops = f"{r['writeback_4k_iops']:.0f} / -"
+            flush = "not run"
+        lines.append(f"| {r['lines']:,} | {r['rss_bytes_per_line']:.0f} B | "
+                     f"{r['rss_bytes_per_line_after_restart']:.0f} B | {r['store_bytes_on_disk_per_line']:.0f} B | "
+                     f"{r['open_seconds']:.1f} s | {store} | {iops} | {flush} |")
     return lines + [""] + scale_lines(rows[-1])
 
 

@@ -1,18 +1,14 @@
 // cachectl advise --trace FILE [--format csv|blkparse|msr] [--json] [--plot FILE.png]
-#include <fcntl.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <boost/program_options.hpp>
 
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <iostream>
 #include <string>
 
 #include "cachecore/advise.h"
+#include "cli_common.h"
 #include "commands.h"
+#include "plot.h"
 
 namespace cachectl {
 
@@ -33,21 +29,8 @@ void PrintJson(const AdviseOptions& o, const AdviseResult& r) {
   std::printf("], \"recommended_size_pct\": %u}\n", r.recommended_size_pct);
 }
 
-std::string Human(uint64_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.1f %s", v, units[u]);
-  return text;
-}
-
 void PrintText(const AdviseResult& r) {
-  std::printf("footprint  %s (%llu blocks of 4 KiB)%s\n", Human(r.footprint_blocks * 4096).c_str(),
+  std::printf("footprint  %s (%llu blocks of 4 KiB)%s\n", HumanBytes(r.footprint_blocks * 4096).c_str(),
               (unsigned long long)r.footprint_blocks, r.sampling_rate < 1 ? ", estimated from a sample" : "");
   std::printf("accesses   %llu blocks in %llu requests\n\n", (unsigned long long)r.accesses,
               (unsigned long long)r.requests);
@@ -55,73 +38,29 @@ void PrintText(const AdviseResult& r) {
   for (const CurvePoint& p : r.curve) {
     bool shown = p.size_pct <= 2 || p.size_pct % 5 == 0 || p.size_pct == r.recommended_size_pct;
     if (!shown) continue;
-    std::printf("%5u%%  %12s  %9.4f  %14.4f%s\n", p.size_pct, Human(p.cache_bytes).c_str(), p.hit_ratio,
+    std::printf("%5u%%  %12s  %9.4f  %14.4f%s\n", p.size_pct, HumanBytes(p.cache_bytes).c_str(), p.hit_ratio,
                 p.read_hit_ratio, p.size_pct == r.recommended_size_pct ? "   <- recommended" : "");
   }
   const CurvePoint& rec = r.curve[r.recommended_size_pct - 1];
   std::printf("\nrecommended: %u%% of the footprint (%s), the smallest size that reaches 90%% of the "
-              "best hit ratio (%.4f of %.4f)\n", rec.size_pct, Human(rec.cache_bytes).c_str(), rec.hit_ratio,
+              "best hit ratio (%.4f of %.4f)\n", rec.size_pct, HumanBytes(rec.cache_bytes).c_str(), rec.hit_ratio,
               r.curve.back().hit_ratio);
 }
 
-// gnuplot's single-quoted string: a quote is written twice.
-std::string GnuplotQuoted(const std::string& text) {
-  std::string out = "'";
-  for (char c : text) out += c == '\'' ? std::string("''") : std::string(1, c);
-  return out + "'";
-}
-
-// Draws the curve with gnuplot (fed on its standard input).
+// The curve and the recommended size, drawn with gnuplot.
 int Plot(const AdviseResult& r, const std::string& path) {
-  std::string script = "set terminal pngcairo size 800,480\nset output " + GnuplotQuoted(path) +
-                       "\nset xlabel 'cache size, % of the footprint'\nset ylabel 'hit ratio'\n"
-                       "set yrange [0:1]\nset grid\nset key bottom right\n"
-                       "set arrow from " + std::to_string(r.recommended_size_pct) +
-                       ",0 to " + std::to_string(r.recommended_size_pct) + ",1 nohead dt 2\n"
-                       "plot '-' with lines lw 2 title 'hit ratio', '-' with lines lw 2 title 'read hit ratio'\n";
+  std::string body = "set xlabel 'cache size, % of the footprint'\nset ylabel 'hit ratio'\n"
+                     "set yrange [0:1]\nset grid\nset key bottom right\n"
+                     "set arrow from " + std::to_string(r.recommended_size_pct) +
+                     ",0 to " + std::to_string(r.recommended_size_pct) + ",1 nohead dt 2\n"
+                     "plot '-' with lines lw 2 title 'hit ratio', '-' with lines lw 2 title 'read hit ratio'\n";
   for (int pass = 0; pass < 2; ++pass) {
     for (const CurvePoint& p : r.curve) {
-      script += std::to_string(p.size_pct) + " " + std::to_string(pass ? p.read_hit_ratio : p.hit_ratio) + "\n";
+      body += std::to_string(p.size_pct) + " " + std::to_string(pass ? p.read_hit_ratio : p.hit_ratio) + "\n";
     }
-    script += "e\n";
+    body += "e\n";
   }
-  int fds[2];
-  if (pipe(fds) != 0) return Fail(kExitFailed, "advise: --plot: cannot start gnuplot");
-  pid_t pid = fork();
-  if (pid == 0) {
-    dup2(fds[0], 0);
-    close(fds[0]);
-    close(fds[1]);
-    int quiet = open("/dev/null", O_WRONLY);  // our one line says what failed
-    dup2(quiet, 1);
-    dup2(quiet, 2);
-    execlp("gnuplot", "gnuplot", static_cast<char*>(nullptr));
-    _exit(127);
-  }
-  close(fds[0]);
-  bool sent = pid > 0 && write(fds[1], script.data(), script.size()) == static_cast<ssize_t>(script.size());
-  close(fds[1]);
-  int status = 0;
-  if (pid > 0) waitpid(pid, &status, 0);
-  if (pid < 0 || (WIFEXITED(status) && WEXITSTATUS(status) == 127)) {
-    return Fail(kExitFailed, "advise: --plot needs gnuplot (apt-get install gnuplot-nox)");
-  }
-  if (!sent || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    unlink(path.c_str());
-    return Fail(kExitFailed, "advise: gnuplot could not write " + path);
-  }
-  return kExitOk;
-}
-
-// A plot file that cannot be written is refused before the trace is read.
-bool CanWrite(const std::string& path, std::string* why) {
-  int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    *why = std::strerror(errno);
-    return false;
-  }
-  close(fd);
-  return true;
+  return DrawPng("advise", path, body);
 }
 
 }  // namespace
@@ -158,7 +97,7 @@ int RunAdvise(const std::vector<std::string>& args) {
   if (!format.ok()) return Fail(kExitUsage, "advise: --format: " + format.status().message());
   o.format = format.value();
   std::string why;
-  if (!plot.empty() && !CanWrite(plot, &why)) {
+  if (!plot.empty() && !CanWritePlot(plot, &why)) {
     return Fail(kExitUsage, "advise: --plot: cannot write " + plot + ": " + why);
   }
   Result<AdviseResult> r = AdviseCacheSize(o);

@@ -137,10 +137,11 @@ void ReleaseCacheDevice(const std::string& path) {
 
 int Attach(const std::vector<std::string>& args) {
   std::string origin, cache, name, mode_text = "writethrough", line_text = "64K", tcp, frontend = "auto", group;
+  uint32_t overprovision = 0;
   CommonOptions common;
   po::options_description desc = common.Describe(
       "cachectl attach --origin DEV --cache DEV [--name NAME] [--mode MODE] [--line-size SIZE] "
-      "[--force]\n\nexample: cachectl attach --origin /dev/vg0/data --cache /dev/nvme0n1p2 "
+      "[--overprovision PCT] [--force]\n\nexample: cachectl attach --origin /dev/vg0/data --cache /dev/nvme0n1p2 "
       "--mode writeback --name data");
   desc.add_options()
       ("origin", po::value(&origin)->required(), "the volume to cache (its data is kept): a file, a block "
@@ -153,9 +154,12 @@ int Attach(const std::vector<std::string>& args) {
       ("group", po::value(&group), "this group may use the NBD socket and read stats (default: root only)")
       ("frontend", po::value(&frontend), "auto (default): ublk, else kernel NBD, as /dev/mapper/NAME where "
        "the kernel has them and device-mapper, else the NBD socket alone; ublk or nbd: that one or fail; socket")
+      ("overprovision", po::value(&overprovision), "leave this share of the SSD unused, 0-90 % (discarded "
+       "once; see cachectl probe --overprovision-sweep)")
       ("force", "replace a cache device that holds another (clean) cache");
   po::variables_map vm;
   if (int rc = common.Parse(desc, args, vm, "attach"); rc >= 0) return rc;
+  if (overprovision > 90) return Fail(2, "attach: --overprovision must be 0 to 90 (percent of the SSD)");
   std::optional<std::string> volume = IsNbdUri(origin) ? std::nullopt : shim::DmNameOf(origin);
   if (name.empty() && IsNbdUri(origin)) return Fail(2, "attach: an NBD origin needs --name");
   if (name.empty()) name = volume ? *volume : NameFromPath(origin);
@@ -181,6 +185,7 @@ int Attach(const std::vector<std::string>& args) {
   spec.replace = vm.count("force") ? Replace::kCleanCache : Replace::kNothing;
   spec.engine.mode = mode.value();
   spec.engine.line_size = static_cast<uint32_t>(line.value());
+  spec.engine.overprovision_pct = overprovision;
   spec.tcp_address = tcp;
   spec.frontend = frontend;
   spec.socket_group = gid.value();

@@ -17,6 +17,7 @@ int Fail(int code, const std::string& message);
 
 int RunReplay(const std::vector<std::string>& args);
 int RunAdvise(const std::vector<std::string>& args);
+int RunProbe(const std::vector<std::string>& args);
 int RunAttach(const std::vector<std::string>& args);
 int RunDetach(const std::vector<std::string>& args);
 int RunFlush(const std::vector<std::string>& args);

@@ -334,6 +334,7 @@ void SendStats(int fd, Daemon& d) {
   num("dirty_low_pct", now.dirty_low_pct);
   num("cleaner_batch_lines", now.cleaner_batch_lines);
   num("capacity_lines", s.capacity_lines);
+  num("overprovisioned_bytes", d.engine->overprovisioned_bytes());
   num("occupancy_lines", s.occupancy_lines);
   num("dirty_lines", s.dirty_lines);
   num("clean_lines", s.clean_lines);

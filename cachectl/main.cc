@@ -32,6 +32,7 @@ const Command kCommands[] = {
     {"rebuild", RunRebuild, "replace a damaged, stopped cache by a new, cold one (safe unless --force)"},
     {"replay", RunReplay, "replay a block trace through the engine and report hit ratios"},
     {"advise", RunAdvise, "the hit ratio at every cache size, from a recorded trace; the size to buy"},
+    {"probe", RunProbe, "what an SSD does for a cache: MB/s and IOPS, and over-provisioning"},
 };
 
 void PrintUsage(std::ostream& out) {

@@ -54,6 +54,14 @@ Status CheckDevices(const EngineDevices& d) {
 }
 
 // Refuses to format over a cache that may hold data the origin lacks.
+// Over-provisioning: the area past the last line is given back to the SSD
+// once (a device that cannot discard keeps it unused all the same).
+Status DiscardUnused(BlockDevice* cache, uint64_t from, uint32_t pct) {
+  if (pct == 0 || from >= cache->size_bytes()) return Status::Ok();
+  Status s = cache->Discard(from, cache->size_bytes() - from);
+  return s.code() == StatusCode::kNotSupported ? Status::Ok() : s;
+}
+
 Status CheckSafeToFormat(const EngineDevices& d, bool force) {
   Result<Superblock> old = ReadSuperblock(d.cache);
   Result<CacheIdentity> stored = d.metadata->GetIdentity();
@@ -175,8 +183,18 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineDevices& d, const Eng
   id.origin_size = d.origin->size_bytes();
   id.origin_identity = d.origin->identity();
   id.line_size = cfg.line_size;
-  id.line_count = std::min<uint64_t>((d.cache->size_bytes() - kDataOffset) / cfg.line_size,
-                                     UINT32_MAX - 1);
+  if (cfg.overprovision_pct > 90) {
+    return Status::InvalidArgument("over-provisioning of " + std::to_string(cfg.overprovision_pct) +
+                                   " % leaves too little for a cache (at most 90 %)");
+  }
+  const uint64_t all_lines = (d.cache->size_bytes() - kDataOffset) / cfg.line_size;
+  id.line_count = std::min<uint64_t>(all_lines * (100 - cfg.overprovision_pct) / 100, UINT32_MAX - 1);
+  if (id.line_count < 2) {
+    return Status::InvalidArgument("with " + std::to_string(cfg.overprovision_pct) +
+                                   " % over-provisioning the cache device holds fewer than two lines");
+  }
+  CACHECORE_RETURN_IF_ERROR(DiscardUnused(d.cache, kDataOffset + id.line_count * cfg.line_size,
+                                          cfg.overprovision_pct));
   // Metadata first, superblock last: a crash in between leaves a pair that
   // refuses to start (they disagree) rather than one that starts wrong.
   CACHECORE_RETURN_IF_ERROR(d.metadata->DeleteAllLines());
@@ -402,6 +420,10 @@ StatsSnapshot Engine::stats() const {
 void Engine::ResetStats() { impl_->stats.ResetCounters(); }
 uint32_t Engine::line_size() const { return impl_->line_size; }
 uint64_t Engine::capacity_lines() const { return impl_->capacity; }
+
+uint64_t Engine::overprovisioned_bytes() const {
+  return impl_->dev.cache->size_bytes() - kDataOffset - uint64_t{impl_->capacity} * impl_->line_size;
+}
 const CacheIdentity& Engine::identity() const { return impl_->identity; }
 
 Status Engine::Shutdown() {

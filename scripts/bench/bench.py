@@ -255,15 +255,18 @@ def measure(args):
     bench = Bench(args)
     bench.results["sections"] = only
     bench.results["command"] = "bash scripts/bench/run.sh " + ("--full" if args.full else "--quick")
+    def save():  # after every section: a run cut short keeps what it measured
+        with open(args.out, "w") as f:
+            json.dump(bench.results, f, indent=1)
+
     try:
         bench.start()
         for section in SECTIONS:
             if section in only:
                 getattr(bench, section)()
+                save()
     finally:
         bench.stop()
-    with open(args.out, "w") as f:
-        json.dump(bench.results, f, indent=1)
     return bench.results
 
 

@@ -37,6 +37,10 @@ struct EngineConfig {
   uint64_t error_threshold = 128;        // cache-device errors before the failed state
   bool background_cleaner = true;        // false: lines are cleaned only by Flush and eviction
   uint32_t promote_after_hits = 1;       // S3-FIFO: hits in the small queue to reach main
+  // Create only: this share (0..90 %) of the cache device's data area is
+  // left unused, and discarded once, so the SSD keeps spare blocks for
+  // writes (over-provisioning). The superblock's line count keeps it.
+  uint32_t overprovision_pct = 0;
 };
 
 // Cleaning progress, for Flush(): dirty lines left and at the start.
@@ -105,6 +109,8 @@ class Engine {
   void ResetStats();
   uint32_t line_size() const;
   uint64_t capacity_lines() const;
+  // Bytes of the cache device's data area that hold no line (over-provisioning).
+  uint64_t overprovisioned_bytes() const;
   const CacheIdentity& identity() const;
 
   // Syncs, stops the cleaner, records a clean shutdown. Dirty lines stay

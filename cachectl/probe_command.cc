@@ -63,7 +63,8 @@ void PrintSweep(const std::string& dev, const std::vector<OverprovisionPoint>& p
 
 int PlotSweep(const std::vector<OverprovisionPoint>& points, const std::string& path) {
   std::string body = "set xlabel 'share of the SSD left unused, %'\nset ylabel '4 KiB random write IOPS'\n"
-                     "set yrange [0:*]\nset grid\nset style fill solid 0.6\nset boxwidth 6\n"
+                     "set xrange [-5:35]\nset xtics 0,10,30\nset yrange [0:*]\nset grid\n"
+                     "set style fill solid 0.6\nset boxwidth 6\n"
                      "plot '-' with boxes notitle\n";
   for (const auto& p : points) body += std::to_string(p.unused_pct) + " " + std::to_string(p.rand_write_iops) + "\n";
   return DrawPng("probe", path, body + "e\n");

@@ -72,6 +72,15 @@ def profile_table(pts):
              "| profile | uncached IOPS | cachectl IOPS | nbdkit-cache IOPS | cachectl speedup | peer speedup | "
              "cachectl / peer | cachectl mean / p99 ms | peer mean / p99 ms | QNAP SSD-cache speedup |",
              "|---|---|---|---|---|---|---|---|---|---|"] + rows
+    details = []
+    for name in names:
+        for cfg in CONFIGS:
+            p = pts.get(name, cfg, threads=None, curve=None)
+            if p:
+                details.append(f"| {name} | {cfg} | {p['iops']:.0f} | {p['mb_s']:.1f} | {p['lat_mean_ms']:.2f} | "
+                               f"{p['lat_p99_ms']:.2f} |")
+    lines += ["", "Each configuration in full:", "", "| profile | configuration | IOPS | MB/s | mean ms | p99 ms |",
+              "|---|---|---|---|---|---|"] + details
     wt, wb = pts.get("4k-randwrite", "cachectl-wt"), pts.get("4k-randwrite", "cachectl", curve=None)
     if wt and wb:
         lines += ["", f"4 KiB random writes, cachectl write-back against write-through on the same disk: "

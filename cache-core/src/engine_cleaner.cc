@@ -204,7 +204,7 @@ Result<uint64_t> Engine::Impl::CleanLines(const std::vector<uint64_t>& lines,
   give_back();
   Status s = WriteClean(job);
   uint64_t cleaned = 0;
-  if (s.ok()) {
+  if (s.ok() && !job.pieces.empty()) {
     for (uint64_t line : taken) {
       size_t stripe = StripeIndex(line);
       bool have = std::find(held.begin(), held.end(), stripe) != held.end();

@@ -189,6 +189,11 @@ struct Engine::Impl {
   // Fills the slot table from the store (reads only). Slots whose records
   // no longer say what RAM does are listed in `changed_slots`.
   Status LoadLines(bool clean_shutdown, std::vector<uint32_t>* changed_slots);
+  // Sets the state of a block whose record is not stable (a fresh class)
+  // from its data as read back (`data`, or nullptr when it could not be read
+  // or, after a clean shutdown, need not be: `readable` says which).
+  void RecoverBlock(uint32_t slot, uint32_t block, BlockClass cls, bool clean_shutdown,
+                    const uint8_t* data, bool readable);
   Status RewriteRecords(const std::vector<uint32_t>& slots);
   Status WriteSuperblock(bool clean_shutdown);
 

@@ -50,7 +50,7 @@ class Bench:
         self.args = args
         self.smoke = args.smoke
         self.quick = not args.full
-        self.seconds = 1 if self.smoke else 8 if self.quick else 30
+        self.seconds = 1 if self.smoke else 5 if self.quick else 30
         self.working_set = 32 * MiB if self.smoke else 256 * MiB if self.quick else 2048 * MiB
         self.size = f"{self.working_set // MiB}M"
         self.w = tempfile.mkdtemp(prefix="cachectl-bench-")

@@ -23,7 +23,6 @@ uint64_t RegionSizeFor(const CacheIdentity& id) {
 
 DirtyMap::DirtyMap(const CacheIdentity& identity)
     : uuid_(identity.uuid),
-      origin_size_(identity.origin_size),
       region_size_(RegionSizeFor(identity)),
       lines_per_region_(region_size_ / identity.line_size),
       regions_(static_cast<uint32_t>((identity.origin_size + region_size_ - 1) / region_size_)),

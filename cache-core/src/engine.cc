@@ -53,15 +53,14 @@ Status CheckDevices(const EngineDevices& d) {
   return Status::Ok();
 }
 
-// Refuses to format over a cache that may hold data the origin lacks.
 // Over-provisioning: the area past the last line is given back to the SSD
 // once (a device that cannot discard keeps it unused all the same).
-Status DiscardUnused(BlockDevice* cache, uint64_t from, uint32_t pct) {
-  if (pct == 0 || from >= cache->size_bytes()) return Status::Ok();
+Status DiscardUnused(BlockDevice* cache, uint64_t from) {
   Status s = cache->Discard(from, cache->size_bytes() - from);
   return s.code() == StatusCode::kNotSupported ? Status::Ok() : s;
 }
 
+// Refuses to format over a cache that may hold data the origin lacks.
 Status CheckSafeToFormat(const EngineDevices& d, bool force) {
   Result<Superblock> old = ReadSuperblock(d.cache);
   Result<CacheIdentity> stored = d.metadata->GetIdentity();
@@ -193,8 +192,9 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineDevices& d, const Eng
     return Status::InvalidArgument("with " + std::to_string(cfg.overprovision_pct) +
                                    " % over-provisioning the cache device holds fewer than two lines");
   }
-  CACHECORE_RETURN_IF_ERROR(DiscardUnused(d.cache, kDataOffset + id.line_count * cfg.line_size,
-                                          cfg.overprovision_pct));
+  if (cfg.overprovision_pct > 0) {
+    CACHECORE_RETURN_IF_ERROR(DiscardUnused(d.cache, kDataOffset + id.line_count * cfg.line_size));
+  }
   // Metadata first, superblock last: a crash in between leaves a pair that
   // refuses to start (they disagree) rather than one that starts wrong.
   CACHECORE_RETURN_IF_ERROR(d.metadata->DeleteAllLines());

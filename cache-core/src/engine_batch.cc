@@ -22,7 +22,7 @@ struct LineBatch {
   std::vector<uint32_t> slots;   // kNoSlot: not cached
   std::vector<size_t> stripes;   // sorted, unique
   std::vector<uint8_t> cached;   // per block of the request: valid in the cache
-  std::vector<size_t> owner;     // per I/O: the segment it belongs to
+  std::vector<size_t> owner;     // write-back: the segment of each of `ios`
   std::vector<IoRequest> ios;
   std::vector<IoRequest> origin_ios;
 };
@@ -43,6 +43,26 @@ LineBatch& ThreadBatch() {
 }
 
 uint32_t BlockCount(const Segment& seg) { return seg.end_block() - seg.first_block(); }
+
+// Adds one block to `ios`, as part of the last request when it continues it
+// both on the device and in memory.
+void AppendBlock(std::vector<IoRequest>& ios, IoOp op, uint64_t offset, uint8_t* buffer) {
+  if (!ios.empty()) {
+    IoRequest& last = ios.back();
+    if (last.offset + last.length == offset && static_cast<uint8_t*>(last.buffer) + last.length == buffer) {
+      last.length += kBlockSize;
+      return;
+    }
+  }
+  ios.push_back({op, offset, kBlockSize, buffer, Status()});
+}
+
+// Whether every block of segment `i` (whose blocks start at `first` in the
+// request) is cached.
+bool AllCached(const LineBatch& b, size_t first, size_t i) {
+  return std::all_of(b.cached.begin() + first, b.cached.begin() + first + BlockCount(b.segments[i]),
+                     [](uint8_t c) { return c; });
+}
 
 }  // namespace
 
@@ -80,6 +100,17 @@ void Engine::Impl::HoldLines(uint64_t offset, uint64_t length, LineBatch& b) {
   }
 }
 
+uint64_t Engine::Impl::NoteHits(const LineBatch& b, Tally& tally) {
+  uint64_t hits = std::count(b.cached.begin(), b.cached.end(), 1);
+  tally.hits += hits;
+  tally.misses += b.cached.size() - hits;
+  std::lock_guard lock(mu);
+  for (uint32_t slot : b.slots) {
+    if (slot != kNoSlot) policy->OnHit(slot);
+  }
+  return hits;
+}
+
 void Engine::Impl::ReleaseLines(const LineBatch& b) {
   for (size_t s : b.stripes) stripes[s].unlock();
 }
@@ -98,26 +129,15 @@ bool Engine::Impl::ReadBatch(uint64_t offset, uint8_t* out, uint64_t length, boo
   if (!Batchable(offset, out, length)) return false;
   LineBatch& b = ThreadBatch();
   HoldLines(offset, length, b);
-  // Cached runs from the cache, per line; missing runs from the origin,
-  // one read for a run that crosses into the next line.
-  size_t block = 0, origin_run_end = SIZE_MAX;
+  // Cached runs from the cache; missing runs from the origin, one read for
+  // a run that crosses into the next line.
+  size_t block = 0;
   for (size_t i = 0; i < b.segments.size(); ++i) {
     const Segment& seg = b.segments[i];
     for (uint32_t blk = seg.first_block(); blk < seg.end_block(); ++blk, ++block) {
       uint8_t* dst = out + block * kBlockSize;
-      if (b.cached[block]) {
-        bool extend = !b.ios.empty() && b.owner.back() == i &&
-                      static_cast<uint8_t*>(b.ios.back().buffer) + b.ios.back().length == dst;
-        if (extend) b.ios.back().length += kBlockSize;
-        else b.ios.push_back({IoOp::kRead, SlotOffset(b.slots[i], blk), kBlockSize, dst, Status()});
-        if (!extend) b.owner.push_back(i);
-      } else if (origin_run_end == block) {
-        b.origin_ios.back().length += kBlockSize;
-        origin_run_end = block + 1;
-      } else {
-        b.origin_ios.push_back({IoOp::kRead, OriginOffset(seg.line, blk), kBlockSize, dst, Status()});
-        origin_run_end = block + 1;
-      }
+      if (b.cached[block]) AppendBlock(b.ios, IoOp::kRead, SlotOffset(b.slots[i], blk), dst);
+      else AppendBlock(b.origin_ios, IoOp::kRead, OriginOffset(seg.line, blk), dst);
     }
   }
   bool ok = b.ios.empty() || dev.cache->SubmitAndWait(b.ios).ok();
@@ -133,20 +153,12 @@ bool Engine::Impl::ReadBatch(uint64_t offset, uint8_t* out, uint64_t length, boo
     ReleaseLines(b);
     return false;
   }
-  uint64_t hits = std::count(b.cached.begin(), b.cached.end(), 1);
-  tally.hits += hits;
-  tally.misses += b.cached.size() - hits;
+  const uint64_t hits = NoteHits(b, tally);
   result = b.origin_ios.empty() ? Status::Ok() : dev.origin->SubmitAndWait(b.origin_ios);
   if (!result.ok()) {  // as on the line-by-line path: the read fails, nothing is cached
     LiveStats::Bump(stats.origin_read_err);
     ReleaseLines(b);
     return true;
-  }
-  {
-    std::lock_guard lock(mu);
-    for (size_t i = 0; i < b.segments.size(); ++i) {
-      if (b.slots[i] != kNoSlot) policy->OnHit(b.slots[i]);
-    }
   }
   if (hits < b.cached.size() && !bypass && EffectiveMode() != CacheMode::kPassThrough) {
     PromoteBatch(out, b);
@@ -159,45 +171,31 @@ bool Engine::Impl::ReadBatch(uint64_t offset, uint8_t* out, uint64_t length, boo
 // one batch of writes and one of records. Failures only cost the copies.
 void Engine::Impl::PromoteBatch(const uint8_t* data, LineBatch& b) {
   b.ios.clear();
-  b.owner.clear();
-  size_t block = 0;
-  for (size_t i = 0; i < b.segments.size(); ++i) {
+  for (size_t i = 0, first = 0; i < b.segments.size(); first += BlockCount(b.segments[i]), ++i) {
     const Segment& seg = b.segments[i];
-    size_t first = block;
-    block += BlockCount(seg);
-    if (std::all_of(b.cached.begin() + first, b.cached.begin() + block, [](uint8_t c) { return c; })) continue;
-    if (b.slots[i] == kNoSlot && !AllocateInBatch(b, i)) continue;
+    if (AllCached(b, first, i) || (b.slots[i] == kNoSlot && !AllocateInBatch(b, i))) continue;
     for (uint32_t blk = seg.first_block(); blk < seg.end_block(); ++blk) {
       if (Flags(b.slots[i], blk) & kValid) continue;
       const uint8_t* src = data + (first + blk - seg.first_block()) * kBlockSize;
-      bool extend = !b.ios.empty() && b.owner.back() == i &&
-                    static_cast<const uint8_t*>(b.ios.back().buffer) + b.ios.back().length == src &&
-                    b.ios.back().offset + b.ios.back().length == SlotOffset(b.slots[i], blk);
-      if (extend) {
-        b.ios.back().length += kBlockSize;
-      } else {
-        b.ios.push_back({IoOp::kWrite, SlotOffset(b.slots[i], blk), kBlockSize,
-                         const_cast<uint8_t*>(src), Status()});
-        b.owner.push_back(i);
-      }
+      AppendBlock(b.ios, IoOp::kWrite, SlotOffset(b.slots[i], blk), const_cast<uint8_t*>(src));
     }
   }
   if (b.ios.empty()) return;
   (void)dev.cache->SubmitAndWait(b.ios);  // each write's own status counts below
-  MetadataStore::Batch records;
   const uint64_t epoch = flushes_started.load();
-  for (size_t k = 0; k < b.ios.size(); ++k) {
-    const IoRequest& io = b.ios[k];
-    uint32_t slot = b.slots[b.owner[k]];
+  for (const IoRequest& io : b.ios) {
     if (!io.status.ok()) CountCacheError(stats.cache_write_err);
     for (uint64_t off = 0; io.status.ok() && off < io.length; off += kBlockSize) {
-      uint32_t blk = static_cast<uint32_t>((io.offset + off - SlotOffset(slot, 0)) / kBlockSize);
-      MarkValidClean(slot, blk, Crc32c(static_cast<const uint8_t*>(io.buffer) + off, kBlockSize), epoch);
+      const uint64_t at = io.offset + off - kDataOffset;  // a write may span adjacent slots
+      MarkValidClean(static_cast<uint32_t>(at / line_size), static_cast<uint32_t>(at % line_size / kBlockSize),
+                     Crc32c(static_cast<const uint8_t*>(io.buffer) + off, kBlockSize), epoch);
     }
-    bool last_of_slot = k + 1 == b.ios.size() || b.owner[k + 1] != b.owner[k];
-    if (!last_of_slot) continue;
-    if (slot_valid_blocks[slot] > 0) records.PutLine(slot, BuildRecord(slot));
-    ReleaseIfEmpty(slot, records);
+  }
+  MetadataStore::Batch records;
+  for (size_t i = 0, first = 0; i < b.segments.size(); first += BlockCount(b.segments[i]), ++i) {
+    if (b.slots[i] == kNoSlot || AllCached(b, first, i)) continue;
+    if (slot_valid_blocks[b.slots[i]] > 0) records.PutLine(b.slots[i], BuildRecord(b.slots[i]));
+    ReleaseIfEmpty(b.slots[i], records);
   }
   if (!records.empty() && !dev.metadata->Apply(records, false).ok()) LiveStats::Bump(stats.metadata_err);
 }
@@ -207,15 +205,7 @@ bool Engine::Impl::WriteBackBatch(uint64_t offset, const uint8_t* in, uint64_t l
   if (bypass || EffectiveMode() != CacheMode::kWriteBack || !Batchable(offset, in, length)) return false;
   LineBatch& b = ThreadBatch();
   HoldLines(offset, length, b);
-  uint64_t hits = std::count(b.cached.begin(), b.cached.end(), 1);
-  tally.hits += hits;
-  tally.misses += b.cached.size() - hits;
-  {
-    std::lock_guard lock(mu);
-    for (uint32_t slot : b.slots) {
-      if (slot != kNoSlot) policy->OnHit(slot);
-    }
-  }
+  (void)NoteHits(b, tally);
   result = Status::Ok();
   auto keep_first_error = [&](Status s) {
     if (result.ok() && !s.ok()) result = std::move(s);

@@ -176,18 +176,25 @@ Result<uint64_t> Engine::Impl::CleanLines(const std::vector<uint64_t>& lines,
   std::vector<size_t> held;
   std::vector<uint32_t> slots;
   std::vector<uint64_t> taken;
+  auto holds = [&](uint64_t line) {
+    return std::find(held.begin(), held.end(), StripeIndex(line)) != held.end();
+  };
+  // The line's stripe, held already or taken now without waiting.
+  auto take = [&](uint64_t line) {
+    if (holds(line)) return true;
+    if (!stripes[StripeIndex(line)].try_lock()) return false;
+    held.push_back(StripeIndex(line));
+    return true;
+  };
   auto give_back = [&] {
     for (size_t stripe : held) stripes[stripe].unlock();
     held.clear();
   };
   for (uint64_t line : lines) {
-    size_t stripe = StripeIndex(line);
-    bool have = std::find(held.begin(), held.end(), stripe) != held.end();
-    if (!have && !stripes[stripe].try_lock()) {  // in use by client I/O: later
+    if (!take(line)) {  // in use by client I/O: later
       if (busy) busy->push_back(line);
       continue;
     }
-    if (!have) held.push_back(stripe);
     std::lock_guard lock(mu);
     auto it = map.find(line);
     if (it == map.end() || slot_dirty_blocks[it->second] == 0) continue;
@@ -206,18 +213,10 @@ Result<uint64_t> Engine::Impl::CleanLines(const std::vector<uint64_t>& lines,
   uint64_t cleaned = 0;
   if (s.ok() && !job.pieces.empty()) {
     for (uint64_t line : taken) {
-      size_t stripe = StripeIndex(line);
-      bool have = std::find(held.begin(), held.end(), stripe) != held.end();
-      if (have || stripes[stripe].try_lock()) {
-        if (!have) held.push_back(stripe);
-        ++cleaned;
-      } else if (busy) {
-        busy->push_back(line);
-      }
+      if (take(line)) ++cleaned;
+      else if (busy) busy->push_back(line);
     }
-    s = MarkCleaned(job, [&](uint64_t line) {
-      return std::find(held.begin(), held.end(), StripeIndex(line)) != held.end();
-    });
+    s = MarkCleaned(job, holds);
   }
   {
     std::lock_guard lock(mu);

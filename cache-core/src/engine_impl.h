@@ -128,6 +128,9 @@ struct Engine::Impl {
                       Tally& tally, Status& result);
   void HoldLines(uint64_t offset, uint64_t length, LineBatch& batch);
   void ReleaseLines(const LineBatch& batch);
+  // Counts the batch's cached and missing blocks into `tally` and tells the
+  // policy of a hit on each cached line. Returns the cached blocks.
+  uint64_t NoteHits(const LineBatch& batch, Tally& tally);
   std::optional<uint32_t> AllocateInBatch(LineBatch& batch, size_t segment);
   void PromoteBatch(const uint8_t* data, LineBatch& batch);
   // The cache device failed a write-back write: the data goes to the
@@ -190,10 +193,9 @@ struct Engine::Impl {
   // no longer say what RAM does are listed in `changed_slots`.
   Status LoadLines(bool clean_shutdown, std::vector<uint32_t>* changed_slots);
   // Sets the state of a block whose record is not stable (a fresh class)
-  // from its data as read back (`data`, or nullptr when it could not be read
-  // or, after a clean shutdown, need not be: `readable` says which).
+  // from the checksum of what the cache holds (nothing: it cannot be read).
   void RecoverBlock(uint32_t slot, uint32_t block, BlockClass cls, bool clean_shutdown,
-                    const uint8_t* data, bool readable);
+                    std::optional<uint32_t> found_crc);
   Status RewriteRecords(const std::vector<uint32_t>& slots);
   Status WriteSuperblock(bool clean_shutdown);
 

@@ -18,16 +18,14 @@ struct Unproven {
 }  // namespace
 
 void Engine::Impl::RecoverBlock(uint32_t slot, uint32_t block, BlockClass cls, bool clean_shutdown,
-                                const uint8_t* data, bool readable) {
+                                std::optional<uint32_t> found_crc) {
   size_t i = BlockIndex(slot, block);
-  // data == nullptr with `readable`: trusted as recorded (a clean shutdown).
-  uint32_t crc = data ? Crc32c(data, kBlockSize) : block_crc[i];
-  bool matches = readable && crc == block_crc[i];
+  bool matches = found_crc && *found_crc == block_crc[i];
   switch (cls) {
     case BlockClass::kDirtyOverwritten:
       // The data or a later write to it: 4 KiB writes land whole.
       block_flags[i] = kValid | kDirty;
-      if (readable) block_crc[i] = crc;
+      if (found_crc) block_crc[i] = *found_crc;
       break;
     case BlockClass::kDirtyFresh:
       block_flags[i] = matches ? (kValid | kDirty) : 0;
@@ -84,9 +82,10 @@ Status Engine::Impl::LoadLines(bool clean_shutdown, std::vector<uint32_t>* chang
     if (!reads.empty()) (void)dev.cache->SubmitAndWait(reads);  // each read's own status counts below
     for (size_t k = 0; k < n; ++k) {
       const Unproven& u = unproven[first + k];
-      RecoverBlock(u.slot, u.block, u.cls, clean_shutdown,
-                   clean_shutdown || !reads[k].status.ok() ? nullptr : blocks.data() + k * kBlockSize,
-                   clean_shutdown || reads[k].status.ok());
+      std::optional<uint32_t> found;  // nothing: the block could not be read
+      if (clean_shutdown) found = block_crc[BlockIndex(u.slot, u.block)];
+      else if (reads[k].status.ok()) found = Crc32c(blocks.data() + k * kBlockSize, kBlockSize);
+      RecoverBlock(u.slot, u.block, u.cls, clean_shutdown, found);
       if (changed_slots->empty() || changed_slots->back() != u.slot) changed_slots->push_back(u.slot);
     }
   }

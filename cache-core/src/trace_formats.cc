@@ -9,12 +9,12 @@
 
 namespace cachecore {
 
-namespace {
-
-bool ParseU64(std::string_view text, uint64_t* out) {
+bool ParseDecimal(std::string_view text, uint64_t* out) {
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), *out);
   return ec == std::errc() && ptr == text.data() + text.size();
 }
+
+namespace {
 
 std::vector<std::string_view> Split(std::string_view line, char sep, bool collapse) {
   std::vector<std::string_view> fields;
@@ -33,8 +33,8 @@ bool ParseSecondsToMicros(std::string_view text, uint64_t* us) {
   size_t dot = text.find('.');
   uint64_t whole = 0, frac = 0;
   std::string_view frac_text = dot == std::string_view::npos ? "" : text.substr(dot + 1);
-  if (!ParseU64(text.substr(0, dot), &whole) || frac_text.size() > 9 ||
-      (!frac_text.empty() && !ParseU64(frac_text, &frac))) {
+  if (!ParseDecimal(text.substr(0, dot), &whole) || frac_text.size() > 9 ||
+      (!frac_text.empty() && !ParseDecimal(frac_text, &frac))) {
     return false;
   }
   for (size_t i = frac_text.size(); i < 6; ++i) frac *= 10;
@@ -46,8 +46,8 @@ bool ParseSecondsToMicros(std::string_view text, uint64_t* us) {
 bool IsDevice(std::string_view field) {  // "8,0"
   size_t comma = field.find(',');
   uint64_t n;
-  return comma != std::string_view::npos && ParseU64(field.substr(0, comma), &n) &&
-         ParseU64(field.substr(comma + 1), &n);
+  return comma != std::string_view::npos && ParseDecimal(field.substr(0, comma), &n) &&
+         ParseDecimal(field.substr(comma + 1), &n);
 }
 
 }  // namespace
@@ -62,7 +62,7 @@ Result<LineKind> ParseBlkparseLine(const std::string& line, TraceRecord* r) {
   }
   if (f[5] != "Q") return LineKind::kOtherEvent;  // each request once: when it was queued
   uint64_t sector = 0, count = 0;
-  if (f.size() < 10 || f[8] != "+" || !ParseU64(f[7], &sector) || !ParseU64(f[9], &count)) {
+  if (f.size() < 10 || f[8] != "+" || !ParseDecimal(f[7], &sector) || !ParseDecimal(f[9], &count)) {
     return Status::InvalidArgument("a Q event without 'SECTOR + COUNT'");
   }
   if (!ParseSecondsToMicros(f[3], &r->timestamp_us)) return Status::InvalidArgument("time is not seconds");
@@ -81,11 +81,11 @@ Result<LineKind> ParseMsrLine(const std::string& line, TraceRecord* r) {
   std::vector<std::string_view> f = Split(line, ',', false);
   if (f.size() != 7) return Status::InvalidArgument("expected 7 comma-separated fields (MSR Cambridge)");
   uint64_t filetime = 0;  // 100 ns units
-  if (!ParseU64(f[0], &filetime)) return Status::InvalidArgument("timestamp is not a number");
+  if (!ParseDecimal(f[0], &filetime)) return Status::InvalidArgument("timestamp is not a number");
   if (f[3] == "Read" || f[3] == "read") r->is_write = false;
   else if (f[3] == "Write" || f[3] == "write") r->is_write = true;
   else return Status::InvalidArgument("type must be Read or Write");
-  if (!ParseU64(f[4], &r->offset) || !ParseU64(f[5], &r->length)) {
+  if (!ParseDecimal(f[4], &r->offset) || !ParseDecimal(f[5], &r->length)) {
     return Status::InvalidArgument("offset or size is not a number");
   }
   if (r->offset > (UINT64_MAX >> 1) || r->length > (1ull << 40)) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 
 #include "cachecore/trace_reader.h"
 
@@ -13,6 +14,9 @@ enum class LineKind {
   kOtherEvent,  // a valid line that is not a data request (blkparse: not Q, or a flush)
   kEnd,         // the rest of the file is not events (blkparse's summary)
 };
+
+// A whole decimal number: false on anything else (sign, space, overflow).
+bool ParseDecimal(std::string_view text, uint64_t* out);
 
 // One line of blkparse's default output. Requests are taken at their Q
 // (queued) event, so that each counts once; discards and flushes are left out.

@@ -3,7 +3,6 @@
 #include <zstd.h>
 
 #include <cerrno>
-#include <charconv>
 #include <cstdio>
 #include <cstring>
 #include <vector>
@@ -13,11 +12,6 @@
 namespace cachecore {
 
 namespace {
-
-bool ParseU64(const char* begin, const char* end, uint64_t* out) {
-  auto [ptr, ec] = std::from_chars(begin, end, *out);
-  return ec == std::errc() && ptr == end;
-}
 
 // Streams bytes out of a file, decompressing zstd frames when present.
 class ByteSource {
@@ -167,17 +161,17 @@ Status ParseTraceLine(const std::string& line, TraceRecord* r) {
     lengths[i] = end - start;
     start = end + 1;
   }
-  if (!ParseU64(fields[0], fields[0] + lengths[0], &r->timestamp_us)) {
+  if (!ParseDecimal({fields[0], lengths[0]}, &r->timestamp_us)) {
     return Status::InvalidArgument("timestamp is not a number");
   }
   if (lengths[1] != 1 || (fields[1][0] != 'R' && fields[1][0] != 'W')) {
     return Status::InvalidArgument("op must be R or W");
   }
   r->is_write = fields[1][0] == 'W';
-  if (!ParseU64(fields[2], fields[2] + lengths[2], &r->offset)) {
+  if (!ParseDecimal({fields[2], lengths[2]}, &r->offset)) {
     return Status::InvalidArgument("offset is not a number");
   }
-  if (!ParseU64(fields[3], fields[3] + lengths[3], &r->length)) {
+  if (!ParseDecimal({fields[3], lengths[3]}, &r->length)) {
     return Status::InvalidArgument("length is not a number");
   }
   if (r->offset > (UINT64_MAX >> 1) || r->length > (1ull << 40)) {

@@ -62,7 +62,6 @@ class DirtyMap {
   void EncodePage(uint32_t page, uint8_t* out) const;
 
   Uuid uuid_;
-  uint64_t origin_size_;
   uint64_t region_size_;
   uint64_t lines_per_region_;
   uint32_t regions_;

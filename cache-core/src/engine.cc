@@ -135,11 +135,15 @@ Engine::Impl::Impl(const EngineDevices& devices, const EngineConfig& cfg, const 
       policy(NewS3FifoPolicy(capacity, cfg.promote_after_hits)), dirty_map(id), mode(cfg.mode),
       dirty_high_pct(cfg.dirty_high_pct), dirty_low_pct(cfg.dirty_low_pct),
       cleaner_batch_lines(cfg.cleaner_batch_lines),
-      admission(cfg.sequential_cutoff, cfg.admit_after_misses) {
+      admission(cfg.sequential_cutoff, cfg.admit_after_misses),
+      pin_limit_lines(uint64_t{capacity} * kPinLimitPct / 100), heat(id.origin_size, id.line_size) {
   for (uint32_t slot = capacity; slot-- > 0;) free_slots.push_back(slot);
 }
 
-Engine::Impl::~Impl() { StopCleaner(); }
+Engine::Impl::~Impl() {
+  StopMover();
+  StopCleaner();
+}
 
 Status Engine::Impl::WriteSuperblock(bool clean_shutdown) {
   Superblock sb;
@@ -214,6 +218,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineDevices& d, const Eng
   CACHECORE_RETURN_IF_ERROR(impl->WriteSuperblock(false));
   ReachedStep("attach-2-superblock-written");
   impl->StartCleaner();
+  impl->StartMover();
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
@@ -257,6 +262,7 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineDevices& d, const Engin
     cfg.cleaner_batch_lines = EngineConfig{}.cleaner_batch_lines;
   }
   auto impl = std::make_unique<Impl>(d, cfg, sb->identity);
+  impl->LoadPlacement();  // before the lines: pinned ones stay out of the policy
   std::vector<uint32_t> changed;
   CACHECORE_RETURN_IF_ERROR(impl->LoadLines(sb->clean_shutdown, &changed));
   // Everything checked: from here on the engine writes.
@@ -264,6 +270,7 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineDevices& d, const Engin
   CACHECORE_RETURN_IF_ERROR(impl->PersistDirtyMap(Impl::MapWrite::kAll));  // what the records say, exactly
   CACHECORE_RETURN_IF_ERROR(impl->RewriteRecords(changed));
   impl->StartCleaner();
+  impl->StartMover();
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
@@ -310,6 +317,7 @@ Status Engine::Read(uint64_t offset, void* buffer, uint64_t length) {
   LiveStats& st = impl_->stats;
   auto* out = static_cast<uint8_t*>(buffer);
   const bool bypass = Bypass(*impl_, offset, length);
+  impl_->heat.Record(offset, length);
   Impl::Tally tally;
   Status s = Status::Ok();
   if (!impl_->ReadBatch(offset, out, length, bypass, tally, s)) {
@@ -326,6 +334,7 @@ Status Engine::Write(uint64_t offset, const void* buffer, uint64_t length, bool 
   LiveStats& st = impl_->stats;
   const auto* in = static_cast<const uint8_t*>(buffer);
   const bool bypass = Bypass(*impl_, offset, length);
+  impl_->heat.Record(offset, length);
   Impl::Tally tally;
   Status s = Status::Ok();
   if (!impl_->WriteBackBatch(offset, in, length, bypass, tally, s)) {
@@ -429,6 +438,7 @@ const CacheIdentity& Engine::identity() const { return impl_->identity; }
 Status Engine::Shutdown() {
   std::lock_guard lock(impl_->manage_mu);
   if (impl_->shut_down.load()) return Status::Ok();
+  impl_->StopMover();
   impl_->StopCleaner();
   Status s = impl_->SyncAll();
   // Refuse new I/O from here on; a failed sync leaves the flag unclean, so

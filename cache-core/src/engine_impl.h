@@ -26,6 +26,9 @@
 #include "cachecore/engine.h"
 #include "cachecore/dirty_map.h"
 #include "cachecore/eviction_policy.h"
+#include "heat_map.h"
+#include "line_intervals.h"
+#include "movement_log.h"
 
 namespace cachecore {
 
@@ -54,6 +57,7 @@ struct Segment {
 
 struct LineBatch;  // engine_batch.cc
 struct CleanJob;   // engine_cleaner.cc
+struct MoverState;  // engine_placement.cc
 
 struct Engine::Impl {
   Impl(const EngineDevices& devices, const EngineConfig& config, const CacheIdentity& identity);
@@ -199,6 +203,34 @@ struct Engine::Impl {
   Status RewriteRecords(const std::vector<uint32_t>& slots);
   Status WriteSuperblock(bool clean_shutdown);
 
+  // ---- pinning and scheduled placement (engine_placement.cc, engine_mover.cc)
+  // Pinned lines stay out of the eviction policy (so never victims); a line
+  // enters the policy when it is allocated or unpinned, unless pinned.
+  void LoadPlacement();  // pins, window, rate, heat, movement from the store
+  void SavePlacementHistory(bool sync);  // heat and movement
+  // Runs fn(slot, line) for each cached line in [first, end) (under mu).
+  template <typename Fn>
+  void ForEachCachedLine(uint64_t first, uint64_t end, Fn fn);
+  uint64_t CachedLines(uint64_t first, uint64_t end);
+  // Bytes [first, end) lines cover on the origin (the last may be short).
+  uint64_t LinesBytes(uint64_t first, uint64_t end) const;
+  MovementTotals MovementNow() const;
+  void StartMover();
+  void StopMover();
+  void MoverLoop();
+  // Brings every block of `line` into the cache, reading what is missing
+  // from the origin. Returns the bytes read (0: nothing missing, or it
+  // could not: no slot, an I/O error, pass-through).
+  uint64_t FillLine(uint64_t line, uint8_t* buffer);
+  // One tick of the mover's work within `budget` bytes; returns bytes moved.
+  uint64_t FillPins(MoverState& state, uint64_t budget);
+  uint64_t PlaceByHeat(MoverState& state, uint64_t budget);
+  void RankRegions(MoverState& state);
+  // Evicts one clean (cleaned if need be) cached line outside the hot
+  // regions, for a promotion. False when there is none.
+  bool DemoteColdLine(MoverState& state);
+  bool InPlacementWindow(int64_t now) const;
+
   EngineDevices dev;
   EngineConfig config;
   CacheIdentity identity;
@@ -253,7 +285,35 @@ struct Engine::Impl {
   bool cleaner_stop = false;
   std::thread cleaner;
   std::atomic<bool> shut_down{false};
+
+  // Pinning and placement.
+  LineIntervals pins;  // under mu
+  uint64_t pin_limit_lines;
+  std::mutex pin_mu;                      // one Pin / Unpin at a time
+  std::atomic<bool> pins_changed{false};  // the filler starts over
+  HeatMap heat;
+  mutable std::mutex placement_mu;  // placement settings and movement
+  PlacementSettings placement;
+  MovementLog movement;
+  std::atomic<uint64_t> pin_fills{0}, placement_promotions{0}, placement_demotions{0};
+  std::mutex mover_mu;
+  std::condition_variable mover_cv;
+  bool mover_stop = false;
+  std::thread mover;
 };
+
+template <typename Fn>
+void Engine::Impl::ForEachCachedLine(uint64_t first, uint64_t end, Fn fn) {
+  if (end - first <= map.size()) {
+    for (uint64_t line = first; line < end; ++line) {
+      if (auto it = map.find(line); it != map.end()) fn(it->second, line);
+    }
+    return;
+  }
+  for (const auto& [line, slot] : map) {
+    if (line >= first && line < end) fn(slot, line);
+  }
+}
 
 // Runs fn(segment, byte offset in the request) for each line the range touches.
 template <typename Fn>

@@ -104,7 +104,7 @@ Status Engine::Impl::LoadLines(bool clean_shutdown, std::vector<uint32_t>* chang
       changed_slots->push_back(slot);
       continue;
     }
-    policy->OnInsert(slot, slot_line[slot]);
+    if (!pins.Contains(slot_line[slot])) policy->OnInsert(slot, slot_line[slot]);
     LiveStats::Bump(stats.occupancy_lines);
     if (slot_dirty_blocks[slot] > 0) {
       LiveStats::Bump(stats.dirty_lines);

@@ -163,6 +163,7 @@ class Lru : public EvictionPolicy {
     tracked_[slot] = true;
   }
   void OnHit(uint32_t slot) override {
+    if (!tracked_[slot]) return;  // a line the engine keeps out of the policy (pinned)
     lists_.Unlink(list_, slot);
     lists_.PushHead(list_, slot);
   }

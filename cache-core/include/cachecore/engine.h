@@ -22,6 +22,7 @@
 #include "cachecore/block_device.h"
 #include "cachecore/cache_mode.h"
 #include "cachecore/metadata_store.h"
+#include "cachecore/placement.h"
 #include "cachecore/stats.h"
 
 namespace cachecore {
@@ -104,6 +105,24 @@ class Engine {
   // stops below `low`) and lines per pass. kInvalidArgument unless
   // low < high <= 100 and batch >= 1. Takes effect at once, and is saved.
   Status SetCleaner(uint32_t dirty_high_pct, uint32_t dirty_low_pct, uint32_t batch_lines);
+
+  // Keeps the lines of [offset, offset+length) (rounded out to whole lines)
+  // in the cache: never evicted, filled from the origin in the background
+  // at the placement rate. Saved. kInvalidArgument for an empty range,
+  // kOutOfRange past the volume, kBusy when the pinned lines would pass
+  // kPinLimitPct of the cache (nothing changes then).
+  Status Pin(uint64_t offset, uint64_t length);
+  // Unpins the pinned lines of the range (whole lines, rounded out); they
+  // stay cached and are evicted by policy again. kNotFound when none of
+  // the range is pinned.
+  Status Unpin(uint64_t offset, uint64_t length);
+  PinReport pins() const;
+  // Placement window and rate (see cachecore/placement.h); saved, in force
+  // at once. kInvalidArgument for a rate of 0.
+  Status SetPlacement(const PlacementSettings& settings);
+  PlacementSettings placement() const;
+  // Movement by hour over the last day, and the hottest origin regions.
+  MovementReport movement() const;
 
   StatsSnapshot stats() const;
   void ResetStats();

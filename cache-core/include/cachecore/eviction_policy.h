@@ -15,6 +15,8 @@ class EvictionPolicy {
   virtual ~EvictionPolicy() = default;
   // A new line now occupies `slot`; `key` is its origin line number.
   virtual void OnInsert(uint32_t slot, uint64_t key) = 0;
+  // A hit on a slot that is not tracked (the engine keeps pinned lines out
+  // of the policy) changes nothing that matters.
   virtual void OnHit(uint32_t slot) = 0;
   // The line in `slot` is gone (invalidated or evicted).
   virtual void OnRemove(uint32_t slot) = 0;

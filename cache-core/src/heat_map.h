@@ -1,0 +1,47 @@
+// HeatMap: accesses (4 KiB blocks read or written) per origin region in
+// each of the last 24 hours, for scheduled placement. Record() is a relaxed
+// atomic add and runs on every request; AdvanceTo and the readers are
+// called from one thread (the mover) at a time.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace cachecore {
+
+class HeatMap {
+ public:
+  static constexpr uint32_t kHours = 24;
+
+  // Regions are whole lines, as few as keep their number <= max_regions.
+  HeatMap(uint64_t origin_size, uint32_t line_size, uint32_t max_regions = 16384);
+
+  void Record(uint64_t offset, uint64_t length);
+  // Makes `hour` (hours since the epoch) the current one; the counters of
+  // the hours it passes over are zeroed (a day or more: all of them).
+  void AdvanceTo(int64_t hour);
+  // Accesses of `region` over the last 24 hours.
+  uint64_t DayHeat(uint32_t region) const;
+  uint32_t regions() const { return regions_; }
+  uint64_t region_bytes() const { return region_bytes_; }
+  uint32_t RegionOf(uint64_t offset) const { return static_cast<uint32_t>(offset / region_bytes_); }
+
+  // The counters and the current hour, for the store. Decode takes back
+  // what Encode made for the same geometry; false (nothing changed) else.
+  std::string Encode() const;
+  bool Decode(const std::string& data);
+
+ private:
+  std::atomic<uint32_t>& Cell(uint32_t region, uint32_t hour_slot) const {
+    return counts_[size_t{region} * kHours + hour_slot];
+  }
+  uint64_t region_bytes_;
+  uint32_t regions_;
+  std::unique_ptr<std::atomic<uint32_t>[]> counts_;
+  std::atomic<uint32_t> slot_{0};
+  int64_t hour_ = -1;
+};
+
+}  // namespace cachecore

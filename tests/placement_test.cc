@@ -1,0 +1,335 @@
+// Pinning and scheduled placement: the pieces (interval set, heat map,
+// movement log, window syntax) and the engine's behaviour a user relies
+// on: pinned ranges filled and never evicted, bounded and saved; placement
+// moving the hottest data in and cold data out inside its window only.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <thread>
+
+#include "../cache-core/src/heat_map.h"
+#include "../cache-core/src/line_intervals.h"
+#include "../cache-core/src/movement_log.h"
+#include "support/block_io.h"
+#include "support/engine_rig.h"
+
+namespace cachecore::testing {
+namespace {
+
+constexpr uint64_t K = 1024;
+
+// ---- the pieces
+
+TEST(LineIntervalsTest, MergesSplitsAndCounts) {
+  LineIntervals s;
+  s.Add(10, 20);
+  s.Add(20, 30);  // touching: one interval
+  s.Add(5, 12);   // overlapping
+  EXPECT_EQ(s.intervals(), (std::vector<LineIntervals::Interval>{{5, 30}}));
+  EXPECT_EQ(s.total(), 25u);
+  auto removed = s.Remove(12, 15);
+  EXPECT_EQ(removed, (std::vector<LineIntervals::Interval>{{12, 15}}));
+  EXPECT_EQ(s.intervals(), (std::vector<LineIntervals::Interval>{{5, 12}, {15, 30}}));
+  EXPECT_EQ(s.total(), 22u);
+  EXPECT_TRUE(s.Contains(5));
+  EXPECT_FALSE(s.Contains(12));
+  EXPECT_FALSE(s.Contains(30));
+  EXPECT_EQ(s.Overlap(0, 100), 22u);
+  EXPECT_EQ(s.Overlap(10, 16), 3u);
+  EXPECT_EQ(s.NextAtOrAfter(12), 15u);
+  EXPECT_EQ(s.NextAtOrAfter(7), 7u);
+  EXPECT_FALSE(s.NextAtOrAfter(30).has_value());
+  EXPECT_TRUE(s.Remove(40, 50).empty());
+}
+
+TEST(LineIntervalsTest, EncodesAndRefusesDamagedText) {
+  LineIntervals s;
+  s.Add(1, 3);
+  s.Add(100, 1000);
+  Result<LineIntervals> back = LineIntervals::Decode(s.Encode());
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->intervals(), s.intervals());
+  EXPECT_TRUE(LineIntervals::Decode("").ok());
+  for (const char* bad : {"1-", "5-3", "x", "1-2,", "1-2;3-4"}) {
+    EXPECT_FALSE(LineIntervals::Decode(bad).ok()) << bad;
+  }
+}
+
+TEST(HeatMapTest, CountsADayAndForgetsOlderHours) {
+  HeatMap h(64 << 20, 4096, 16);  // 16 regions of 4 MiB
+  EXPECT_EQ(h.region_bytes(), 4u << 20);
+  EXPECT_EQ(h.regions(), 16u);
+  h.AdvanceTo(1000);
+  h.Record(0, 64 * K);           // 16 blocks in region 0
+  h.Record(5 << 20, 4 * K);      // 1 block in region 1
+  h.AdvanceTo(1001);
+  h.Record(0, 4 * K);
+  EXPECT_EQ(h.DayHeat(0), 17u);
+  EXPECT_EQ(h.DayHeat(1), 1u);
+  h.AdvanceTo(1024);  // hour 1000 is now more than a day old
+  EXPECT_EQ(h.DayHeat(0), 1u);
+  EXPECT_EQ(h.DayHeat(1), 0u);
+  HeatMap copy(64 << 20, 4096, 16);
+  ASSERT_TRUE(copy.Decode(h.Encode()));
+  EXPECT_EQ(copy.DayHeat(0), 1u);
+  HeatMap other(128 << 20, 4096, 16);  // another geometry: not taken
+  EXPECT_FALSE(other.Decode(h.Encode()));
+  h.AdvanceTo(5000);  // days later: all gone
+  EXPECT_EQ(h.DayHeat(0), 0u);
+}
+
+TEST(MovementLogTest, SplitsMovementByHour) {
+  MovementLog log;
+  const int64_t t0 = 1000 * 3600;
+  log.Sample(t0 + 10, {});
+  log.Sample(t0 + 20, {5, 1, 2, 8192, 3, 0, 4});
+  log.Sample(t0 + 3600 + 5, {7, 1, 2, 8192, 3, 0, 4});
+  std::vector<MovementHour> day = log.LastDay(t0 + 3600 + 5);
+  ASSERT_EQ(day.size(), 24u);
+  EXPECT_EQ(day.back().hour_start, t0 + 3600);
+  EXPECT_EQ(day.back().promotions, 2u);
+  EXPECT_EQ(day[22].hour_start, t0);
+  EXPECT_EQ(day[22].promotions, 5u);
+  EXPECT_EQ(day[22].cleaned_bytes, 8192u);
+  EXPECT_EQ(day[22].pin_fills, 4u);
+  // A reset counter (stats --reset) starts again from zero, never negative.
+  log.Sample(t0 + 3600 + 6, {1, 1, 2, 8192, 3, 0, 4});
+  EXPECT_EQ(log.LastDay(t0 + 3600 + 6).back().promotions, 3u);
+  MovementLog copy;
+  copy.Decode(log.Encode());
+  EXPECT_EQ(copy.LastDay(t0 + 3600 + 6)[22].promotions, 5u);
+  EXPECT_EQ(log.LastDay(t0 + 30 * 3600).back().promotions, 0u);  // a day later: nothing
+}
+
+TEST(PlacementWindowTest, ParsesAndChecksTimes) {
+  Result<PlacementWindow> w = ParsePlacementWindow("01:30-05:00");
+  ASSERT_TRUE(w.ok());
+  EXPECT_TRUE(w->Contains(90));
+  EXPECT_FALSE(w->Contains(300));
+  EXPECT_EQ(FormatPlacementWindow(*w), "01:30-05:00");
+  Result<PlacementWindow> night = ParsePlacementWindow("22:00-02:00");
+  ASSERT_TRUE(night.ok());
+  EXPECT_TRUE(night->Contains(23 * 60));
+  EXPECT_TRUE(night->Contains(60));
+  EXPECT_FALSE(night->Contains(12 * 60));
+  Result<PlacementWindow> all = ParsePlacementWindow("00:00-24:00");
+  ASSERT_TRUE(all.ok());
+  EXPECT_TRUE(all->Contains(0) && all->Contains(1439));
+  for (const char* bad : {"", "1:00-2:00", "25:00-01:00", "01:60-02:00", "03:00-03:00", "01:00-24:30",
+                          "01:00 02:00", "01:00-02:00x"}) {
+    EXPECT_FALSE(ParsePlacementWindow(bad).ok()) << bad;
+  }
+}
+
+// ---- the engine
+
+EngineConfig Config(CacheMode mode = CacheMode::kWriteThrough) {
+  EngineConfig c;
+  c.mode = mode;
+  c.line_size = 4096;
+  c.sequential_cutoff = 0;
+  c.background_cleaner = false;
+  return c;
+}
+
+// Waits up to 20 s for `done`; the mover works on its own clock.
+bool WaitFor(const std::function<bool()>& done) {
+  for (int i = 0; i < 200; ++i) {
+    if (done()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return done();
+}
+
+bool PinsResident(Engine& e) {
+  PinReport r = e.pins();
+  return r.resident_bytes == r.pinned_bytes;
+}
+
+// Reads the whole 8 MiB volume twice: eight times the cache, every line
+// a candidate for eviction.
+void Churn(Engine& e) {
+  AlignedBuffer b(256 * K);
+  for (int pass = 0; pass < 2; ++pass) {
+    for (uint64_t at = 0; at < (8 << 20); at += 256 * K) ASSERT_TRUE(e.Read(at, b.data(), 256 * K).ok());
+  }
+}
+
+// Writes the pattern of `tag` straight onto the origin (under the cache).
+void SeedOrigin(EngineRig& rig, uint64_t offset, uint64_t length, uint32_t tag) {
+  AlignedBuffer b(length);
+  FillPattern(b.data(), offset, length, tag);
+  ASSERT_TRUE(rig.raw_origin().Write(offset, b.data(), length).ok());
+}
+
+TEST(PinTest, PinnedRangeIsFilledAndNeverEvicted) {
+  EngineRig rig;  // 8 MiB origin, 1 MiB of 4 KiB lines
+  ASSERT_TRUE(rig.Create(Config()).ok());
+  SeedOrigin(rig, 1 << 20, 256 * K, 7);
+  ASSERT_TRUE(rig.engine().Pin(1 << 20, 256 * K).ok());
+  ASSERT_TRUE(WaitFor([&] { return PinsResident(rig.engine()); }));
+  PinReport r = rig.engine().pins();
+  ASSERT_EQ(r.ranges.size(), 1u);
+  EXPECT_EQ(r.ranges[0].offset, 1u << 20);
+  EXPECT_EQ(r.pinned_bytes, 256 * K);
+  EXPECT_EQ(r.limit_bytes, 512 * K);  // half of the cache
+  Churn(rig.engine());
+  EXPECT_TRUE(PinsResident(rig.engine()));
+  StatsSnapshot before = rig.engine().stats();
+  EXPECT_TRUE(HasPattern(rig.engine(), 1 << 20, 256 * K, 7));
+  EXPECT_EQ(rig.engine().stats().read_hits - before.read_hits, 64u);  // every block a hit
+  EXPECT_GE(rig.engine().movement().hours.back().pin_fills, 64u);
+}
+
+TEST(PinTest, RoundsOutToLinesAndRefusesBadRanges) {
+  EngineRig rig;
+  EngineConfig c = Config();
+  c.line_size = 64 * K;
+  ASSERT_TRUE(rig.Create(c).ok());
+  ASSERT_TRUE(rig.engine().Pin(100 * K, 10 * K).ok());  // inside line 1
+  PinReport r = rig.engine().pins();
+  ASSERT_EQ(r.ranges.size(), 1u);
+  EXPECT_EQ(r.ranges[0].offset, 64 * K);
+  EXPECT_EQ(r.ranges[0].length, 64 * K);
+  EXPECT_EQ(rig.engine().Pin(0, 0).code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(rig.engine().Pin(8 << 20, 4 * K).code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(rig.engine().Pin((8 << 20) - 4 * K, 8 * K).code(), StatusCode::kOutOfRange);
+  // 8 lines of 16 may be pinned: one is, eight more would pass the limit.
+  Status over = rig.engine().Pin(1 << 20, 512 * K);
+  EXPECT_EQ(over.code(), StatusCode::kBusy);
+  EXPECT_NE(over.message().find("limit"), std::string::npos) << over.message();
+  EXPECT_EQ(rig.engine().pins().pinned_bytes, 64 * K);  // unchanged
+  EXPECT_TRUE(rig.engine().Pin(1 << 20, 448 * K).ok());  // seven more: exactly the limit
+}
+
+TEST(PinTest, UnpinReturnsLinesToThePolicy) {
+  EngineRig rig;
+  ASSERT_TRUE(rig.Create(Config()).ok());
+  ASSERT_TRUE(rig.engine().Pin(0, 256 * K).ok());
+  ASSERT_TRUE(WaitFor([&] { return PinsResident(rig.engine()); }));
+  EXPECT_EQ(rig.engine().Unpin(4 << 20, 4 * K).code(), StatusCode::kNotFound);
+  ASSERT_TRUE(rig.engine().Unpin(64 * K, 64 * K).ok());  // a hole in the middle
+  PinReport r = rig.engine().pins();
+  ASSERT_EQ(r.ranges.size(), 2u);
+  EXPECT_EQ(r.pinned_bytes, 192 * K);
+  ASSERT_TRUE(rig.engine().Unpin(0, 256 * K).ok());
+  EXPECT_EQ(rig.engine().pins().pinned_bytes, 0u);
+  Churn(rig.engine());  // nothing protects the old range now
+  AlignedBuffer b(4 * K);
+  StatsSnapshot before = rig.engine().stats();
+  for (uint64_t at = 0; at < 256 * K; at += 4 * K) ASSERT_TRUE(rig.engine().Read(at, b.data(), 4 * K).ok());
+  EXPECT_GT(rig.engine().stats().read_misses - before.read_misses, 0u);
+}
+
+TEST(PinTest, PinsAndSettingsSurviveRestart) {
+  EngineRig rig;
+  ASSERT_TRUE(rig.Create(Config()).ok());
+  ASSERT_TRUE(rig.engine().Pin(2 << 20, 128 * K).ok());
+  PlacementSettings p;
+  p.window = ParsePlacementWindow("01:00-03:30").value();
+  p.rate_bytes_per_s = 10 << 20;
+  ASSERT_TRUE(rig.engine().SetPlacement(p).ok());
+  ASSERT_TRUE(WaitFor([&] { return PinsResident(rig.engine()); }));
+  ASSERT_TRUE(rig.Restart(Config()).ok());
+  PinReport r = rig.engine().pins();
+  ASSERT_EQ(r.ranges.size(), 1u);
+  EXPECT_EQ(r.ranges[0].offset, 2u << 20);
+  EXPECT_EQ(r.resident_bytes, 128 * K);  // warm: still there
+  PlacementSettings back = rig.engine().placement();
+  ASSERT_TRUE(back.window.has_value());
+  EXPECT_EQ(FormatPlacementWindow(*back.window), "01:00-03:30");
+  EXPECT_EQ(back.rate_bytes_per_s, 10u << 20);
+  Churn(rig.engine());
+  EXPECT_TRUE(PinsResident(rig.engine()));  // still pinned after the restart
+  EXPECT_EQ(rig.engine().SetPlacement({std::nullopt, 0}).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(PinTest, DirtyDataInAPinnedRangeStaysCorrect) {
+  EngineRig rig;
+  ASSERT_TRUE(rig.Create(Config(CacheMode::kWriteBack)).ok());
+  ASSERT_TRUE(rig.engine().Pin(0, 128 * K).ok());
+  ASSERT_TRUE(WritePattern(rig.engine(), 16 * K, 32 * K, 3).ok());
+  ASSERT_TRUE(WaitFor([&] { return PinsResident(rig.engine()); }));
+  Churn(rig.engine());
+  EXPECT_TRUE(HasPattern(rig.engine(), 16 * K, 32 * K, 3));
+  ASSERT_TRUE(rig.engine().Flush().ok());
+  AlignedBuffer b(32 * K), want(32 * K);
+  ASSERT_TRUE(rig.raw_origin().Read(16 * K, b.data(), 32 * K).ok());
+  FillPattern(want.data(), 16 * K, 32 * K, 3);
+  EXPECT_EQ(std::memcmp(b.data(), want.data(), 32 * K), 0);
+}
+
+// A cache full of cold lines (filled by pins, then unpinned) and a hot
+// range that the admission filter keeps out: only placement brings it in.
+class PlacementTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    EngineConfig c = Config();
+    c.admit_after_misses = 250;  // reads alone never allocate here
+    ASSERT_TRUE(rig_.Create(c).ok());
+    Engine& e = rig_.engine();
+    PlacementSettings fast;
+    fast.rate_bytes_per_s = 1ull << 30;
+    ASSERT_TRUE(e.SetPlacement(fast).ok());  // off, but fast fills
+    for (uint64_t at : {4ull << 20, 4ull << 20 | 512 * K}) {
+      ASSERT_TRUE(e.Pin(at, 512 * K).ok());
+      ASSERT_TRUE(WaitFor([&] { return PinsResident(e); }));
+      ASSERT_TRUE(e.Unpin(at, 512 * K).ok());
+    }
+    ASSERT_EQ(e.stats().occupancy_lines, 256u);
+    SeedOrigin(rig_, 0, 256 * K, 9);
+    AlignedBuffer b(256 * K);
+    for (int i = 0; i < 20; ++i) ASSERT_TRUE(e.Read(0, b.data(), 256 * K).ok());
+  }
+
+  uint64_t HotResident() {
+    StatsSnapshot before = rig_.engine().stats();
+    EXPECT_TRUE(HasPattern(rig_.engine(), 0, 256 * K, 9));
+    return rig_.engine().stats().read_hits - before.read_hits;
+  }
+
+  EngineRig rig_;
+};
+
+TEST_F(PlacementTest, OutsideTheWindowNothingMoves) {
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  EXPECT_EQ(HotResident(), 0u);
+  MovementHour h = rig_.engine().movement().hours.back();
+  EXPECT_EQ(h.placement_promotions, 0u);
+  EXPECT_EQ(h.placement_demotions, 0u);
+}
+
+TEST_F(PlacementTest, InsideTheWindowHotDataComesInAndColdGoesOut) {
+  Engine& e = rig_.engine();
+  PlacementSettings on;
+  on.window = ParsePlacementWindow("00:00-24:00").value();
+  on.rate_bytes_per_s = 1ull << 30;
+  ASSERT_TRUE(e.SetPlacement(on).ok());
+  ASSERT_TRUE(WaitFor([&] { return e.movement().hours.back().placement_promotions >= 64; }));
+  MovementReport m = e.movement();
+  EXPECT_EQ(HotResident(), 64u);
+  EXPECT_EQ(m.hours.back().placement_promotions, 64u);
+  EXPECT_EQ(m.hours.back().placement_demotions, 64u);  // cold lines made room
+  EXPECT_EQ(m.hours.back().pin_fills, 256u);
+  ASSERT_FALSE(m.hottest.empty());
+  EXPECT_LT(m.hottest[0].offset, 256 * K);  // the hottest region is the hot range
+  EXPECT_EQ(m.hottest[0].accesses, 20u * (m.region_bytes / (4 * K)));
+  EXPECT_EQ(m.hottest[0].resident_bytes, m.hottest[0].length);
+  EXPECT_EQ(e.stats().occupancy_lines, 256u);
+}
+
+TEST_F(PlacementTest, TheRateBoundsMovement) {
+  Engine& e = rig_.engine();
+  PlacementSettings slow;
+  slow.window = ParsePlacementWindow("00:00-24:00").value();
+  slow.rate_bytes_per_s = 40 * K;  // ten lines a second
+  ASSERT_TRUE(e.SetPlacement(slow).ok());
+  std::this_thread::sleep_for(std::chrono::seconds(2));
+  uint64_t moved = e.movement().hours.back().placement_promotions;
+  EXPECT_GE(moved, 5u);
+  EXPECT_LE(moved, 35u);  // 2 s at 10 lines/s, one second of burst, a tick of slack
+}
+
+}  // namespace
+}  // namespace cachecore::testing

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <iostream>
 
+#include "cachecore/placement.h"
 #include "cachecore/aio_device.h"
 #include "cachecore/cache_mode.h"
 #include "cachecore/nbd_device.h"
@@ -376,24 +377,37 @@ int RunFlush(const std::vector<std::string>& a) {
 }
 
 int RunSet(const std::vector<std::string>& args) {
-  std::string name, mode_text, cutoff_text;
+  std::string name, mode_text, cutoff_text, window_text, rate_text;
   uint32_t high = 0, low = 0, batch = 0;
   CommonOptions common;
   po::options_description desc = common.Describe(
       "cachectl set NAME [--mode MODE] [--seq-cutoff SIZE] [--dirty-high PCT --dirty-low PCT] "
-      "[--cleaner-batch LINES]\n\nexample: cachectl set data --mode writethrough");
+      "[--cleaner-batch LINES]\n                  [--placement-window HH:MM-HH:MM|off] "
+      "[--placement-rate SIZE]\n\nexample: cachectl set data --mode writethrough\n"
+      "example: cachectl set data --placement-window 01:00-05:00 --placement-rate 32M");
   desc.add_options()
       ("name", po::value(&name)->required(), "cache name")
       ("mode", po::value(&mode_text), "new mode; leaving writeback flushes first, with progress")
       ("seq-cutoff", po::value(&cutoff_text), "sequential cutoff (0: off)")
       ("dirty-high", po::value(&high), "the cleaner starts above this percent of lines dirty")
       ("dirty-low", po::value(&low), "... and stops below this percent")
-      ("cleaner-batch", po::value(&batch), "lines per cleaner pass");
+      ("cleaner-batch", po::value(&batch), "lines per cleaner pass")
+      ("placement-window", po::value(&window_text),
+       "daily local time when the hottest data of the last day is moved in and cold data out (off: never)")
+      ("placement-rate", po::value(&rate_text), "bytes a second placement and pin filling may move (e.g. 64M)");
   po::variables_map vm;
   if (int rc = common.Parse(desc, args, vm, "set", "name"); rc >= 0) return rc;
   bool cleaner = vm.count("dirty-high") || vm.count("dirty-low") || vm.count("cleaner-batch");
-  if (mode_text.empty() && cutoff_text.empty() && !cleaner) {
-    return Fail(2, "set: nothing to set (--mode, --seq-cutoff, --dirty-high, --dirty-low, --cleaner-batch)");
+  const bool placement = !window_text.empty() || !rate_text.empty();
+  if (mode_text.empty() && cutoff_text.empty() && !cleaner && !placement) {
+    return Fail(2, "set: nothing to set (--mode, --seq-cutoff, --dirty-high, --dirty-low, --cleaner-batch, "
+                   "--placement-window, --placement-rate)");
+  }
+  if (!window_text.empty() && window_text != "off" && !ParsePlacementWindow(window_text).ok()) {
+    return Fail(2, "set: " + ParsePlacementWindow(window_text).status().message());
+  }
+  if (!rate_text.empty() && (!ParseSize(rate_text).ok() || ParseSize(rate_text).value() == 0)) {
+    return Fail(2, "set: --placement-rate '" + rate_text + "': a size a second above 0, e.g. 64M");
   }
   if (!mode_text.empty() && !ParseCacheMode(mode_text).ok()) {
     return Fail(2, "set: " + ParseCacheMode(mode_text).status().message());
@@ -420,6 +434,12 @@ int RunSet(const std::vector<std::string>& args) {
   }
   if (!cutoff_text.empty()) commands.push_back("set seq_cutoff " + cutoff_text);
   if (!mode_text.empty()) commands.push_back("set mode " + mode_text);
+  if (placement) {  // the one not given keeps its current value
+    std::string window = window_text.empty() ? current->Value("placement_window") : window_text;
+    std::string rate = rate_text.empty() ? current->Value("placement_rate")
+                                         : std::to_string(ParseSize(rate_text).value());
+    commands.push_back("placement " + window + " " + rate);
+  }
   for (const std::string& c : commands) {
     auto reply = SendControl(dirs.ControlSocket(name), c, ProgressPrinter("set"));
     if (!reply.ok()) return Fail(kExitNotFound, "set: cache '" + name + "' is not running");

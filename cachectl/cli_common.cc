@@ -26,6 +26,29 @@ std::string HumanBytes(uint64_t bytes) {
 
 namespace po = boost::program_options;
 
+int AskCache(const Dirs& dirs, const std::string& name, const std::string& verb,
+             const std::string& command, ControlReply* reply) {
+  // EACCES: root's cache, perhaps open to the caller's group: its daemon decides.
+  if (access(dirs.ConfigFile(name).c_str(), F_OK) != 0 && errno != EACCES) {
+    return Fail(kExitNotFound, verb + ": no cache named '" + name + "'");
+  }
+  cachecore::Result<ControlReply> r = SendControl(dirs.ControlSocket(name), command);
+  if (!r.ok()) return Fail(kExitNotFound, verb + ": cache '" + name + "' is not running");
+  if (r->exit_code != 0) return Fail(r->exit_code, verb + ": " + r->message);
+  *reply = std::move(r.value());
+  return 0;
+}
+
+std::string JsonString(const std::string& s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') out += '\\';
+    if (static_cast<unsigned char>(c) < 0x20) continue;
+    out += c;
+  }
+  return out + "\"";
+}
+
 po::options_description CommonOptions::Describe(const std::string& usage) {
   po::options_description desc(usage + "\n\noptions");
   desc.add_options()

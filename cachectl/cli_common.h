@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "control.h"
 #include "paths.h"
 
 namespace cachectl {
@@ -16,6 +17,15 @@ std::string HumanBytes(uint64_t bytes);
 // The id of group `name` (a name or a number); -1 for an empty name.
 // kInvalidArgument when there is no such group.
 cachecore::Result<int> ResolveGroup(const std::string& name);
+
+// Sends `command` to the running cache NAME. 0 with its reply in `reply`
+// when it answered "ok"; otherwise prints "VERB: why" and returns the exit
+// code (no such cache, not running, or the daemon's refusal).
+int AskCache(const Dirs& dirs, const std::string& name, const std::string& verb,
+             const std::string& command, ControlReply* reply);
+
+// The text of a JSON string: quoted, with quotes and backslashes escaped.
+std::string JsonString(const std::string& s);
 
 class CommonOptions {
  public:

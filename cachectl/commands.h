@@ -28,5 +28,8 @@ int RunStart(const std::vector<std::string>& args);
 int RunStop(const std::vector<std::string>& args);
 int RunCheck(const std::vector<std::string>& args);
 int RunRebuild(const std::vector<std::string>& args);
+int RunPin(const std::vector<std::string>& args);
+int RunUnpin(const std::vector<std::string>& args);
+int RunPins(const std::vector<std::string>& args);
 
 }  // namespace cachectl

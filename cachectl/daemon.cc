@@ -25,6 +25,7 @@
 #include "cachecore/wipe.h"
 #include "cli_common.h"
 #include "control.h"
+#include "placement_control.h"
 #include "shim/dm_device.h"
 #include "shim/engine_backend.h"
 #include "shim/kernel_nbd.h"
@@ -335,6 +336,7 @@ void SendStats(int fd, Daemon& d) {
   num("cleaner_batch_lines", now.cleaner_batch_lines);
   num("capacity_lines", s.capacity_lines);
   num("overprovisioned_bytes", d.engine->overprovisioned_bytes());
+  PlacementStats(*d.engine, kv);
   num("occupancy_lines", s.occupancy_lines);
   num("dirty_lines", s.dirty_lines);
   num("clean_lines", s.clean_lines);
@@ -380,6 +382,8 @@ Status EngineCommand(Daemon& d, int fd, const std::string& cmd,
     if (cmd == "stats reset") d.engine->ResetStats();
     return Status::Ok();
   }
+  auto data = [fd](const std::string& k, const std::string& v) { SendLine(fd, "data " + k + "=" + v); };
+  if (auto s = PlacementCommand(*d.engine, cmd, CallerMayChange(fd), data)) return *s;
   if (!CallerMayChange(fd)) return Status::Busy("permission denied: run as root");
   if (cmd == "flush" || cmd == "detach" || cmd == "detach wipe") return d.engine->Flush(progress);
   if (cmd.rfind("set mode ", 0) == 0) {

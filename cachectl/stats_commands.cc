@@ -10,6 +10,7 @@
 #include "cli_common.h"
 #include "commands.h"
 #include "control.h"
+#include "placement_commands.h"
 
 namespace cachectl {
 
@@ -22,16 +23,6 @@ using Fields = std::vector<std::pair<std::string, std::string>>;
 
 bool IsNumber(const std::string& v) {
   return !v.empty() && v.find_first_not_of("0123456789.") == std::string::npos;
-}
-
-std::string JsonString(const std::string& s) {
-  std::string out = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') out += '\\';
-    if (static_cast<unsigned char>(c) < 0x20) continue;
-    out += c;
-  }
-  return out + "\"";
 }
 
 // Dotted keys ("errors.cache.read") become nested objects, in the order
@@ -100,16 +91,23 @@ int RunStats(const std::vector<std::string>& args) {
   double watch = 0;
   CommonOptions common;
   po::options_description desc = common.Describe(
-      "cachectl stats NAME [--json | --csv] [--watch SECONDS] [--reset]\n\nexample: cachectl stats data --json");
+      "cachectl stats NAME [--json | --csv] [--watch SECONDS] [--reset]\n"
+      "cachectl stats NAME --movement [--json]\n\n"
+      "--movement: promotions, demotions and cleaner writes by hour over the last day,\n"
+      "and the hottest regions of the volume.\n\nexample: cachectl stats data --json");
   desc.add_options()
       ("name", po::value(&name)->required(), "cache name")
       ("json", "one JSON object")
       ("csv", "a header line and a row")
       ("watch", po::value(&watch), "print again every SECONDS until interrupted")
-      ("reset", "zero the counters after printing them");
+      ("reset", "zero the counters after printing them")
+      ("movement", "data movement by hour over the last day (with --json: one object)");
   po::variables_map vm;
   if (int rc = common.Parse(desc, args, vm, "stats", "name"); rc >= 0) return rc;
   if (vm.count("json") && vm.count("csv")) return Fail(2, "stats: --json and --csv exclude each other");
+  if (vm.count("movement") && (vm.count("csv") || vm.count("watch") || vm.count("reset"))) {
+    return Fail(2, "stats: --movement goes with --json only");
+  }
   if (vm.count("watch") && !(watch > 0)) return Fail(2, "stats: --watch needs a positive number of seconds");
   Dirs dirs = common.dirs();
   if (access(dirs.ConfigFile(name).c_str(), F_OK) != 0) {
@@ -121,6 +119,7 @@ int RunStats(const std::vector<std::string>& args) {
                                     "' is root's, and its group (if any) does not include you");
     }
   }
+  if (vm.count("movement")) return PrintMovement(dirs, name, vm.count("json") > 0);
   for (bool first = true;; first = false) {
     bool running = false;
     Result<Fields> described = Describe(dirs, name, vm.count("reset") > 0, &running);

@@ -11,7 +11,6 @@ for tool in qemu-io nbdinfo setpriv losetup mkfs.ext4; do
 done
 W=$(mktemp -d)
 export CACHECTL_RUN_DIR=$W/run CACHECTL_STATE_DIR=$W/state
-failures=0 bad_inputs=0
 busy_loop=
 cleanup() {
   mountpoint -q "$W/busy" 2>/dev/null && umount "$W/busy"
@@ -20,31 +19,7 @@ cleanup() {
   rm -rf "$W"
 }
 trap cleanup EXIT
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
-# Any write to an image changes its modification time (nanoseconds).
-digest() { stat -c '%n %s %y' "$@" | tr '\n' ' '; }
-
-# expect CODE PATTERN -- ARGS: exit code, one line on stderr matching PATTERN,
-# and no change to any image file.
-expect() {
-  local code=$1 pattern=$2
-  shift 3
-  [ "$code" -ne 0 ] && bad_inputs=$((bad_inputs + 1))
-  local before after
-  before=$(digest "$W"/*.img)
-  "$C" "$@" >"$W/out" 2>"$W/err"
-  local rc=$?
-  after=$(digest "$W"/*.img)
-  [ "$rc" -eq "$code" ] || fail "cachectl $*: exit $rc, wanted $code ($(cat "$W/err"))"
-  if [ "$code" -ne 0 ]; then
-    [ "$(wc -l <"$W/err")" -eq 1 ] || fail "cachectl $*: wanted one line on stderr: $(cat "$W/err")"
-    grep -q -- "$pattern" "$W/err" || fail "cachectl $*: '$(cat "$W/err")' lacks '$pattern'"
-    [ "$before" = "$after" ] || fail "cachectl $*: a device changed"
-  fi
-}
-nbd() { echo "nbd:unix:$W/run/$1/nbd"; }
-io() { qemu-io -f raw "$(nbd "$1")" "${@:2}" >"$W/io" 2>&1 || fail "qemu-io $*: $(cat "$W/io")"; \
-       ! grep -q "verification failed\|error" "$W/io" || fail "qemu-io $*: $(cat "$W/io")"; }
+source "$(dirname "$0")/support/cli_lib.sh"
 
 truncate -s 256M "$W/origin.img" "$W/origin2.img" "$W/origin3.img"
 truncate -s 64M "$W/ssd.img" "$W/ssd2.img"
@@ -191,9 +166,4 @@ qemu-io -f raw "$W/origin.img" -c 'read -P 0x42 0 4M' -c 'read -P 0x17 8M 2M' -c
 expect 0 "" -- attach --origin "$W/origin.img" --cache "$W/ssd.img" --name again   # the SSD was released
 expect 0 "" -- detach again
 
-[ -n "${CACHECTL_FIGURES:-}" ] && echo "bad_inputs ${bad_inputs:-0}" >>"$CACHECTL_FIGURES"
-if [ "$failures" -ne 0 ]; then
-  echo "$failures failure(s)"
-  exit 1
-fi
-echo "daemon_test: all passed"
+finish daemon_test

@@ -166,11 +166,7 @@ uint64_t Engine::Impl::FillPins(MoverState& st, uint64_t budget) {
 }
 
 void Engine::Impl::RankRegions(MoverState& st) {
-  std::vector<std::pair<uint64_t, uint32_t>> heats;  // accesses, region
-  for (uint32_t r = 0; r < heat.regions(); ++r) {
-    if (uint64_t h = heat.DayHeat(r); h > 0) heats.push_back({h, r});
-  }
-  std::sort(heats.begin(), heats.end(), std::greater<>());
+  std::vector<std::pair<uint64_t, uint32_t>> heats = heat.Ranked();
   uint64_t room;
   {
     std::lock_guard lock(mu);

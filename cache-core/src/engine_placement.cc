@@ -201,12 +201,8 @@ MovementReport Engine::movement() const {
     r.hours = log.LastDay(now);
   }
   r.region_bytes = im.heat.region_bytes();
-  std::vector<std::pair<uint64_t, uint32_t>> heat;  // accesses, region
-  for (uint32_t region = 0; region < im.heat.regions(); ++region) {
-    if (uint64_t h = im.heat.DayHeat(region); h > 0) heat.push_back({h, region});
-  }
-  size_t shown = std::min(heat.size(), kHottestShown);
-  std::partial_sort(heat.begin(), heat.begin() + shown, heat.end(), std::greater<>());
+  std::vector<std::pair<uint64_t, uint32_t>> heat = im.heat.Ranked(kHottestShown);
+  const size_t shown = heat.size();
   const uint64_t lines_per_region = r.region_bytes / im.line_size;
   std::lock_guard lock(im.mu);
   for (size_t i = 0; i < shown; ++i) {

@@ -54,6 +54,18 @@ uint64_t HeatMap::DayHeat(uint32_t region) const {
   return sum;
 }
 
+std::vector<std::pair<uint64_t, uint32_t>> HeatMap::Ranked(size_t limit) const {
+  std::vector<std::pair<uint64_t, uint32_t>> out;
+  for (uint32_t r = 0; r < regions_; ++r) {
+    if (uint64_t h = DayHeat(r); h > 0) out.push_back({h, r});
+  }
+  auto hotter = [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); };
+  limit = std::min(limit, out.size());
+  std::partial_sort(out.begin(), out.begin() + limit, out.end(), hotter);
+  out.resize(limit);
+  return out;
+}
+
 std::string HeatMap::Encode() const {
   std::string out(kMagic, sizeof(kMagic));
   out.append(reinterpret_cast<const char*>(&regions_), sizeof(regions_));

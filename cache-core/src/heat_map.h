@@ -8,6 +8,8 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace cachecore {
 
@@ -24,6 +26,9 @@ class HeatMap {
   void AdvanceTo(int64_t hour);
   // Accesses of `region` over the last 24 hours.
   uint64_t DayHeat(uint32_t region) const;
+  // The regions with any access in the last day as (accesses, region),
+  // hottest first, ties in origin order; at most `limit` of them.
+  std::vector<std::pair<uint64_t, uint32_t>> Ranked(size_t limit = SIZE_MAX) const;
   uint32_t regions() const { return regions_; }
   uint64_t region_bytes() const { return region_bytes_; }
   uint32_t RegionOf(uint64_t offset) const { return static_cast<uint32_t>(offset / region_bytes_); }

@@ -182,12 +182,12 @@ void PrintMovementJson(const ControlReply& reply) {
 void PrintMovementTable(const ControlReply& reply) {
   std::printf("placement window %s, rate %s/s\n\n", reply.Value("placement_window").c_str(),
               HumanBytes(Number(reply, "placement_rate")).c_str());
-  std::printf("%-17s %9s %9s %8s %10s %9s %9s %9s\n", "HOUR (local)", "PROMOTED", "DEMOTED", "CLEANER",
+  std::printf("%-17s %9s %9s %8s %10s %10s %10s %9s\n", "HOUR (local)", "PROMOTED", "DEMOTED", "CLEANER",
               "CLEANED", "PLACED-IN", "PLACED-OUT", "PIN-FILL");
   for (const std::string& v : Values(reply, "hour")) {
     std::vector<uint64_t> n = Numbers(v);
     if (n.size() != 8) continue;
-    std::printf("%-17s %9llu %9llu %8llu %10s %9llu %9llu %9llu\n",
+    std::printf("%-17s %9llu %9llu %8llu %10s %10llu %10llu %9llu\n",
                 LocalHour(static_cast<int64_t>(n[0]), "%Y-%m-%d %H:00").c_str(),
                 static_cast<unsigned long long>(n[1]), static_cast<unsigned long long>(n[2]),
                 static_cast<unsigned long long>(n[3]), HumanBytes(n[4]).c_str(),

@@ -210,6 +210,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineDevices& d, const Eng
                             std::pair{kCleanerBatchKey, cfg.cleaner_batch_lines}}) {
     CACHECORE_RETURN_IF_ERROR(d.metadata->PutConfig(key, std::to_string(value), false));
   }
+  CACHECORE_RETURN_IF_ERROR(Impl::ResetPlacement(d.metadata));
   CACHECORE_RETURN_IF_ERROR(d.metadata->PutIdentity(id, true));
   ReachedStep("attach-1-store-formatted");
   auto impl = std::make_unique<Impl>(d, cfg, id);

@@ -207,6 +207,9 @@ struct Engine::Impl {
   // Pinned lines stay out of the eviction policy (so never victims); a line
   // enters the policy when it is allocated or unpinned, unless pinned.
   void LoadPlacement();  // pins, window, rate, heat, movement from the store
+  // A new cache: no pins, placement off, no history (the store may have
+  // held another cache's).
+  static Status ResetPlacement(MetadataStore* store);
   void SavePlacementHistory(bool sync);  // heat and movement
   // Runs fn(slot, line) for each cached line in [first, end) (under mu).
   template <typename Fn>

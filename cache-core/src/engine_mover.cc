@@ -45,13 +45,14 @@ void Engine::Impl::StartMover() {
 }
 
 void Engine::Impl::StopMover() {
+  // Never started (an open that failed writes nothing) or stopped already.
+  if (!mover.joinable()) return;
   {
     std::lock_guard lock(mover_mu);
-    if (mover_stop) return;
     mover_stop = true;
   }
   mover_cv.notify_all();
-  if (mover.joinable()) mover.join();
+  mover.join();
   SavePlacementHistory(false);  // the shutdown's sync makes it durable
 }
 

@@ -61,6 +61,14 @@ void Engine::Impl::LoadPlacement() {
   pins_changed.store(!pins.empty());
 }
 
+Status Engine::Impl::ResetPlacement(MetadataStore* m) {
+  for (auto [key, value] : {std::pair{kPinsKey, ""}, std::pair{kWindowKey, "off"}, std::pair{kHeatKey, ""},
+                            std::pair{kMovementKey, ""}}) {
+    CACHECORE_RETURN_IF_ERROR(m->PutConfig(key, value, false));
+  }
+  return m->PutConfig(kRateKey, std::to_string(kDefaultPlacementRate), false);
+}
+
 void Engine::Impl::SavePlacementHistory(bool sync) {
   std::string moved;
   {

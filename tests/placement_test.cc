@@ -331,5 +331,24 @@ TEST_F(PlacementTest, TheRateBoundsMovement) {
   EXPECT_LE(moved, 35u);  // 2 s at 10 lines/s, one second of burst, a tick of slack
 }
 
+TEST(PlacementCleaningTest, InsideTheWindowDirtyDataGoesToTheOrigin) {
+  EngineRig rig;
+  EngineConfig c = Config(CacheMode::kWriteBack);
+  c.background_cleaner = true;  // its watermarks (60 %) are never reached here
+  ASSERT_TRUE(rig.Create(c).ok());
+  ASSERT_TRUE(WritePattern(rig.engine(), 0, 256 * K, 5).ok());  // a quarter of the lines
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  EXPECT_EQ(rig.engine().stats().dirty_lines, 64u);  // no window: the cleaner waits for its watermark
+  PlacementSettings on;
+  on.window = ParsePlacementWindow("00:00-24:00").value();
+  ASSERT_TRUE(rig.engine().SetPlacement(on).ok());
+  ASSERT_TRUE(WaitFor([&] { return rig.engine().stats().dirty_lines == 0; }));
+  EXPECT_GE(rig.engine().movement().hours.back().cleaned_bytes, 256 * K);
+  AlignedBuffer b(256 * K), want(256 * K);
+  ASSERT_TRUE(rig.raw_origin().Read(0, b.data(), 256 * K).ok());
+  FillPattern(want.data(), 0, 256 * K, 5);
+  EXPECT_EQ(std::memcmp(b.data(), want.data(), 256 * K), 0);
+}
+
 }  // namespace
 }  // namespace cachecore::testing

@@ -232,6 +232,9 @@ struct Engine::Impl {
   // Evicts one clean (cleaned if need be) cached line outside the hot
   // regions, for a promotion. False when there is none.
   bool DemoteColdLine(MoverState& state);
+  // Inside the window: cleans dirty lines (all of them, over time) within
+  // `budget` bytes, unless the background cleaner is off. Returns bytes.
+  uint64_t CleanInWindow(uint64_t budget);
   bool InPlacementWindow(int64_t now) const;
 
   EngineDevices dev;

@@ -1,7 +1,8 @@
 // The mover: a background thread that keeps time for the heat map and the
 // movement log, fills pinned lines, and inside the placement window brings
 // the hottest regions of the last day into the cache, moving cold lines out
-// to make room. Everything it moves is bounded by the placement rate.
+// to make room, and cleans what is dirty (so the busy hours start with room
+// for writes). Everything it moves is bounded by the placement rate.
 #include <algorithm>
 #include <chrono>
 #include <ctime>
@@ -84,7 +85,10 @@ void Engine::Impl::MoverLoop() {
     last = t;
     if (EffectiveMode() != CacheMode::kPassThrough) {
       tokens -= static_cast<double>(FillPins(state, static_cast<uint64_t>(tokens)));
-      if (InPlacementWindow(now)) tokens -= static_cast<double>(PlaceByHeat(state, static_cast<uint64_t>(tokens)));
+      if (InPlacementWindow(now)) {
+        tokens -= static_cast<double>(PlaceByHeat(state, static_cast<uint64_t>(tokens)));
+        tokens -= static_cast<double>(CleanInWindow(static_cast<uint64_t>(tokens)));
+      }
     }
     lock.lock();
   }
@@ -219,6 +223,12 @@ uint64_t Engine::Impl::PlaceByHeat(MoverState& st, uint64_t budget) {
     }
   }
   return used;
+}
+
+uint64_t Engine::Impl::CleanInWindow(uint64_t budget) {
+  if (!config.background_cleaner || stats.dirty_lines.load() == 0 || budget < line_size) return 0;
+  Result<uint64_t> cleaned = CleanPass(std::min<uint64_t>(budget / line_size, cleaner_batch_lines.load()));
+  return cleaned.ok() ? cleaned.value() * line_size : 0;  // a failure is retried next tick
 }
 
 bool Engine::Impl::DemoteColdLine(MoverState& st) {

@@ -18,8 +18,8 @@ using namespace cachecore;
 namespace {
 
 void PrintJson(const AdviseOptions& o, const AdviseResult& r) {
-  std::printf("{\"trace\": \"%s\", \"requests\": %llu, \"accesses\": %llu, \"footprint_blocks\": %llu, "
-              "\"sampling_rate\": %.6f, \"curve\": [", o.trace_path.c_str(), (unsigned long long)r.requests,
+  std::printf("{\"trace\": %s, \"requests\": %llu, \"accesses\": %llu, \"footprint_blocks\": %llu, "
+              "\"sampling_rate\": %.6f, \"curve\": [", JsonString(o.trace_path).c_str(), (unsigned long long)r.requests,
               (unsigned long long)r.accesses, (unsigned long long)r.footprint_blocks, r.sampling_rate);
   for (const CurvePoint& p : r.curve) {
     std::printf("%s{\"size_pct\": %u, \"cache_bytes\": %llu, \"hit_ratio\": %.4f, \"read_hit_ratio\": %.4f}",

@@ -29,9 +29,9 @@ std::string JsonNumber(const std::optional<double>& v, const char* format) {
 
 void PrintProbe(const std::string& dev, const ProbeOptions& o, const ProbeResult& r, bool json) {
   if (json) {
-    std::printf("{\"device\": \"%s\", \"bytes\": %llu, \"seconds_per_test\": %.1f, \"seq_read_mb_s\": %.1f, "
+    std::printf("{\"device\": %s, \"bytes\": %llu, \"seconds_per_test\": %.1f, \"seq_read_mb_s\": %.1f, "
                 "\"rand_read_4k_iops\": %.0f, \"seq_write_mb_s\": %s, \"rand_write_4k_iops\": %s}\n",
-                dev.c_str(), (unsigned long long)r.device_bytes, o.seconds_per_test, r.seq_read_mb_s,
+                JsonString(dev).c_str(), (unsigned long long)r.device_bytes, o.seconds_per_test, r.seq_read_mb_s,
                 r.rand_read_iops, JsonNumber(r.seq_write_mb_s, "%.1f").c_str(),
                 JsonNumber(r.rand_write_iops, "%.0f").c_str());
     return;
@@ -47,7 +47,7 @@ void PrintProbe(const std::string& dev, const ProbeOptions& o, const ProbeResult
 void PrintSweep(const std::string& dev, const std::vector<OverprovisionPoint>& points, uint32_t pick,
                 bool json) {
   if (json) {
-    std::printf("{\"device\": \"%s\", \"points\": [", dev.c_str());
+    std::printf("{\"device\": %s, \"points\": [", JsonString(dev).c_str());
     for (size_t i = 0; i < points.size(); ++i) {
       std::printf("%s{\"unused_pct\": %u, \"rand_write_4k_iops\": %.0f}", i ? ", " : "", points[i].unused_pct,
                   points[i].rand_write_iops);

@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "cachecore/replay.h"
+#include "cli_common.h"
 #include "commands.h"
 
 namespace cachectl {
@@ -17,11 +18,11 @@ namespace {
 void PrintJson(const ReplayOptions& o, const ReplayResult& r) {
   const StatsSnapshot& s = r.stats;
   std::printf(
-      "{\"trace\": \"%s\", \"line_size\": %u, \"cache_lines\": %llu, \"footprint_blocks\": %llu, "
+      "{\"trace\": %s, \"line_size\": %u, \"cache_lines\": %llu, \"footprint_blocks\": %llu, "
       "\"requests\": %llu, \"accesses\": %llu, \"read_hits\": %llu, \"read_misses\": %llu, "
       "\"write_hits\": %llu, \"write_misses\": %llu, \"hit_ratio\": %.4f, "
       "\"read_hit_ratio\": %.4f, \"evictions\": %llu, \"cleaner_writes\": %llu}\n",
-      o.trace_path.c_str(), o.line_size, (unsigned long long)r.cache_lines,
+      JsonString(o.trace_path).c_str(), o.line_size, (unsigned long long)r.cache_lines,
       (unsigned long long)r.footprint_blocks, (unsigned long long)r.requests,
       (unsigned long long)r.accesses, (unsigned long long)s.read_hits,
       (unsigned long long)s.read_misses, (unsigned long long)s.write_hits,

@@ -43,6 +43,16 @@ for trace in "$traces"/*.csv.zst; do
     grep -q "\"$key\": [0-9]" "$out" || fail "replay $(basename "$trace"): no $key in $(cat "$out")"
   done
 done
+# A path with a quote still makes valid JSON.
+odd=$(mktemp -d)/'a "quoted" trace.csv.zst'
+cp "$traces/arc_P2.csv.zst" "$odd"
+expect 0 "" -- replay --trace "$odd" --cache-size 1M --json
+/usr/bin/python3 -c 'import json,sys; assert json.load(open(sys.argv[1]))["trace"] == sys.argv[2]' "$out" "$odd" || \
+  fail "replay --json with a quote in the path: $(cat "$out")"
+expect 0 "" -- advise --trace "$odd" --json
+/usr/bin/python3 -c 'import json,sys; assert json.load(open(sys.argv[1]))["trace"] == sys.argv[2]' "$out" "$odd" || \
+  fail "advise --json with a quote in the path: $(head -c 200 "$out")"
+rm -rf "$(dirname "$odd")"
 expect 0 "" -- replay --trace "$traces/arc_OLTP.csv.zst" --cache-size 16M --line-size 64K
 grep -q "^hit ratio" "$out" || fail "replay text output lacks 'hit ratio': $(cat "$out")"
 

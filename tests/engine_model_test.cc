@@ -1,7 +1,9 @@
 // The randomized model test: the engine against a plain in-memory reference,
-// with reads, writes (some FUA), syncs, flushes, mode switches, clean
-// restarts and power cuts (dropped or torn unsynced writes on both devices,
-// and the metadata store's unsynced state lost) between operations.
+// with reads, writes (some FUA), syncs, flushes, mode switches, pins and the
+// placement window (whose mover then fills, promotes, demotes and cleans
+// in the background, concurrently with everything), clean restarts and
+// power cuts (dropped or torn unsynced writes on both devices, and the
+// metadata store's unsynced state lost) between operations.
 //
 // After a power cut every 512-byte sector must hold its last synced content
 // or a write issued after it; a whole stamp of its own, never another
@@ -167,8 +169,34 @@ class ModelHarness : public ::testing::Test {
       ASSERT_TRUE(s.ok()) << "op " << op << ": reopen after power cut: " << s.ToString();
       return CheckAll(op, true);
     }
+    if (r < 995) return PinOrPlace(op);
     auto [start, len] = RandomRange();
     CheckRange(op, start, len, false);
+  }
+
+  // Pins or unpins a random range, or turns the all-day placement window on
+  // or off. None of it may change what any sector reads.
+  void PinOrPlace(uint64_t op) {
+    auto [start, len] = RandomRange();
+    switch (rng_() % 4) {
+      case 0: {
+        Status s = rig_->engine().Pin(start * kSector, len * kSector);
+        ASSERT_TRUE(s.ok() || s.code() == StatusCode::kBusy) << "op " << op << ": pin: " << s.ToString();
+        return;
+      }
+      case 1: {
+        Status s = rig_->engine().Unpin(start * kSector, len * kSector);
+        ASSERT_TRUE(s.ok() || s.code() == StatusCode::kNotFound) << "op " << op << ": unpin: " << s.ToString();
+        return;
+      }
+      default: {
+        PlacementSettings p;
+        p.rate_bytes_per_s = 1ull << 30;
+        if (!rig_->engine().placement().window) p.window = ParsePlacementWindow("00:00-24:00").value();
+        Status s = rig_->engine().SetPlacement(p);
+        ASSERT_TRUE(s.ok()) << "op " << op << ": placement: " << s.ToString();
+      }
+    }
   }
 
   uint32_t line_size_ = 0;

@@ -86,8 +86,10 @@ void Engine::Impl::MoverLoop() {
     if (EffectiveMode() != CacheMode::kPassThrough) {
       tokens -= static_cast<double>(FillPins(state, static_cast<uint64_t>(tokens)));
       if (InPlacementWindow(now)) {
-        tokens -= static_cast<double>(PlaceByHeat(state, static_cast<uint64_t>(tokens)));
+        // Cleaning first, in sorted, coalesced passes: the cold lines that
+        // placement then demotes are clean, with no origin flush apiece.
         tokens -= static_cast<double>(CleanInWindow(static_cast<uint64_t>(tokens)));
+        tokens -= static_cast<double>(PlaceByHeat(state, static_cast<uint64_t>(tokens)));
       }
     }
     lock.lock();

@@ -31,6 +31,7 @@ bash tests/crash/damage_test.sh "$C"
 echo "== bad input"
 bash tests/cli_test.sh "$C" ../shared/traces
 bash tests/daemon_test.sh "$C"
+bash tests/placement_cli_test.sh "$C"
 echo "== fuzzing"
 bash tests/fuzz/run.sh "${FUZZ_SECONDS:-60}" >/dev/null
 

@@ -335,6 +335,29 @@ TEST_F(PlacementTest, TheRateBoundsMovement) {
   EXPECT_LT(moved, 64u);  // far from all of it
 }
 
+// A stream past the sequential cutoff is kept out by admission; placement
+// must not bring it in either (a nightly backup would warm every region).
+TEST(PlacementHeatTest, StreamsPastTheCutoffAreNotHeat) {
+  EngineRig rig;
+  EngineConfig c = Config();
+  c.sequential_cutoff = 64 * K;
+  c.admit_after_misses = 250;  // only placement allocates here
+  ASSERT_TRUE(rig.Create(c).ok());
+  AlignedBuffer b(16 * K);
+  for (int pass = 0; pass < 3; ++pass) {
+    for (uint64_t at = 2 << 20; at < 3 << 20; at += 16 * K) ASSERT_TRUE(rig.engine().Read(at, b.data(), 16 * K).ok());
+  }
+  PlacementSettings on;
+  on.window = ParsePlacementWindow("00:00-24:00").value();
+  on.rate_bytes_per_s = 1ull << 30;
+  ASSERT_TRUE(rig.engine().SetPlacement(on).ok());
+  ASSERT_TRUE(WaitFor([&] { return rig.engine().movement().hours.back().placement_promotions >= 4; }));
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // time for more, were there more
+  uint64_t placed = rig.engine().movement().hours.back().placement_promotions;
+  EXPECT_LE(placed, 16u) << "only the stream's head, before the cutoff, is heat";
+  EXPECT_EQ(rig.engine().stats().occupancy_lines, placed);
+}
+
 TEST(PlacementCleaningTest, InsideTheWindowDirtyDataGoesToTheOrigin) {
   EngineRig rig;
   EngineConfig c = Config(CacheMode::kWriteBack);

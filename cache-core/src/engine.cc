@@ -318,7 +318,7 @@ Status Engine::Read(uint64_t offset, void* buffer, uint64_t length) {
   LiveStats& st = impl_->stats;
   auto* out = static_cast<uint8_t*>(buffer);
   const bool bypass = Bypass(*impl_, offset, length);
-  impl_->heat.Record(offset, length);
+  if (!bypass) impl_->heat.Record(offset, length);  // a stream past the cutoff is no placement candidate
   Impl::Tally tally;
   Status s = Status::Ok();
   if (!impl_->ReadBatch(offset, out, length, bypass, tally, s)) {
@@ -335,7 +335,7 @@ Status Engine::Write(uint64_t offset, const void* buffer, uint64_t length, bool 
   LiveStats& st = impl_->stats;
   const auto* in = static_cast<const uint8_t*>(buffer);
   const bool bypass = Bypass(*impl_, offset, length);
-  impl_->heat.Record(offset, length);
+  if (!bypass) impl_->heat.Record(offset, length);
   Impl::Tally tally;
   Status s = Status::Ok();
   if (!impl_->WriteBackBatch(offset, in, length, bypass, tally, s)) {

@@ -1,6 +1,8 @@
 // Many clients at once on a cache much smaller than their data, while a
-// manager switches modes, flushes, syncs and reads statistics: no deadlock,
-// no error, and every client reads back exactly what it wrote.
+// manager switches modes, flushes, syncs, pins and unpins ranges, opens and
+// closes the placement window (the mover then fills, promotes, demotes and
+// cleans beside the clients) and reads statistics: no deadlock, no error,
+// and every client reads back exactly what it wrote.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -64,11 +66,29 @@ TEST_P(ConcurrencyTest, ClientsAndManagerTogether) {
                                        CacheMode::kWriteAround, CacheMode::kReadOnly,
                                        CacheMode::kPassThrough};
     while (!stop.load()) {
-      switch (rng() % 4) {
+      const uint64_t at = (rng() % 128) * 64 * K, length = (1 + rng() % 4) * 64 * K;
+      switch (rng() % 7) {
         case 0: if (!e.SetMode(kModes[rng() % 5]).ok()) ++errors; break;
         case 1: if (!e.Flush().ok()) ++errors; break;
         case 2: if (!e.Sync().ok()) ++errors; break;
-        default: (void)e.stats(); break;
+        case 3: {
+          Status s = e.Pin(at, length);  // refused past the limit: fine
+          if (!s.ok() && s.code() != StatusCode::kBusy) ++errors;
+          break;
+        }
+        case 4: {
+          Status s = e.Unpin(at, length);
+          if (!s.ok() && s.code() != StatusCode::kNotFound) ++errors;
+          break;
+        }
+        case 5: {
+          PlacementSettings p;
+          p.rate_bytes_per_s = 1ull << 30;
+          if (!e.placement().window) p.window = ParsePlacementWindow("00:00-24:00").value();
+          if (!e.SetPlacement(p).ok()) ++errors;
+          break;
+        }
+        default: (void)e.stats(); (void)e.pins(); (void)e.movement(); break;
       }
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }

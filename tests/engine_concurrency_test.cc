@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -36,6 +37,12 @@ TEST_P(ConcurrencyTest, ClientsAndManagerTogether) {
   constexpr uint64_t kRegion = (8 << 20) / kClients / (64 * K) * (64 * K);
   std::atomic<bool> stop{false};
   std::atomic<int> errors{0};
+  std::mutex first_mu;
+  std::string first_error;  // what went wrong first, for the failure message
+  auto failed = [&](const std::string& what) {
+    std::lock_guard lock(first_mu);
+    if (errors++ == 0) first_error = what;
+  };
   std::vector<std::vector<uint32_t>> tags(kClients, std::vector<uint32_t>(kRegion / (4 * K), 0));
   std::vector<std::thread> clients;
   for (int t = 0; t < kClients; ++t) {
@@ -47,14 +54,14 @@ TEST_P(ConcurrencyTest, ClientsAndManagerTogether) {
         uint64_t n = std::min<uint64_t>(1 + rng() % 8, kRegion / (4 * K) - block);
         if (rng() % 2) {
           uint32_t tag = (t << 24) | op;
-          if (!WritePattern(e, base + block * 4 * K, n * 4 * K, tag).ok()) ++errors;
+          if (Status w = WritePattern(e, base + block * 4 * K, n * 4 * K, tag); !w.ok()) failed("write: " + w.ToString());
           for (uint64_t i = 0; i < n; ++i) tags[t][block + i] = tag;
         } else {
           for (uint64_t i = 0; i < n; ++i) {
             uint64_t off = base + (block + i) * 4 * K;
             uint32_t tag = tags[t][block + i];
             bool good = tag == 0 ? true : static_cast<bool>(HasPattern(e, off, 4 * K, tag));
-            if (!good) ++errors;
+            if (!good) failed("read back at " + std::to_string(off));
           }
         }
       }
@@ -66,26 +73,26 @@ TEST_P(ConcurrencyTest, ClientsAndManagerTogether) {
                                        CacheMode::kWriteAround, CacheMode::kReadOnly,
                                        CacheMode::kPassThrough};
     while (!stop.load()) {
-      const uint64_t at = (rng() % 128) * 64 * K, length = (1 + rng() % 4) * 64 * K;
+      const uint64_t at = (rng() % 124) * 64 * K, length = (1 + rng() % 4) * 64 * K;  // within 8 MiB
       switch (rng() % 7) {
-        case 0: if (!e.SetMode(kModes[rng() % 5]).ok()) ++errors; break;
-        case 1: if (!e.Flush().ok()) ++errors; break;
-        case 2: if (!e.Sync().ok()) ++errors; break;
+        case 0: if (Status m = e.SetMode(kModes[rng() % 5]); !m.ok()) failed("mode: " + m.ToString()); break;
+        case 1: if (Status f = e.Flush(); !f.ok()) failed("flush: " + f.ToString()); break;
+        case 2: if (Status y = e.Sync(); !y.ok()) failed("sync: " + y.ToString()); break;
         case 3: {
           Status s = e.Pin(at, length);  // refused past the limit: fine
-          if (!s.ok() && s.code() != StatusCode::kBusy) ++errors;
+          if (!s.ok() && s.code() != StatusCode::kBusy) failed("pin: " + s.ToString());
           break;
         }
         case 4: {
           Status s = e.Unpin(at, length);
-          if (!s.ok() && s.code() != StatusCode::kNotFound) ++errors;
+          if (!s.ok() && s.code() != StatusCode::kNotFound) failed("unpin: " + s.ToString());
           break;
         }
         case 5: {
           PlacementSettings p;
           p.rate_bytes_per_s = 1ull << 30;
           if (!e.placement().window) p.window = ParsePlacementWindow("00:00-24:00").value();
-          if (!e.SetPlacement(p).ok()) ++errors;
+          if (Status q = e.SetPlacement(p); !q.ok()) failed("placement: " + q.ToString());
           break;
         }
         default: (void)e.stats(); (void)e.pins(); (void)e.movement(); break;
@@ -96,7 +103,7 @@ TEST_P(ConcurrencyTest, ClientsAndManagerTogether) {
   for (auto& th : clients) th.join();
   stop = true;
   manager.join();
-  EXPECT_EQ(errors.load(), 0);
+  EXPECT_EQ(errors.load(), 0) << "first: " << first_error;
   for (int t = 0; t < kClients; ++t) {
     for (uint64_t b = 0; b < tags[t].size(); ++b) {
       if (tags[t][b] == 0) continue;

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <thread>
 
+#include "cachecore/check.h"
 #include "support/block_io.h"
 #include "support/engine_rig.h"
 
@@ -258,6 +259,26 @@ TEST(EngineTest, WarmAfterCleanRestart) {
   EXPECT_TRUE(HasPattern(rig.engine(), 0, 512 * K, 9));
   EXPECT_EQ(rig.engine().stats().read_hits, 128u);
   EXPECT_EQ(rig.engine().stats().read_misses, 0u);
+}
+
+// An origin that is not a whole number of lines: its last line is cut
+// short, and is cached, restarted and checked like any other.
+TEST(EngineTest, ShortLastLineStaysWarmAndChecksClean) {
+  RigOptions ro;
+  ro.origin_size = (8 << 20) + 4 * K;
+  EngineRig rig(ro);
+  EngineConfig c = Config(CacheMode::kWriteBack, 64 * K);
+  ASSERT_TRUE(rig.Create(c).ok());
+  ASSERT_TRUE(WritePattern(rig.engine(), 8 << 20, 4 * K, 4).ok());
+  Status restarted = rig.Restart(c);
+  ASSERT_TRUE(restarted.ok()) << restarted.ToString();
+  EXPECT_EQ(rig.engine().stats().dirty_lines, 1u);
+  EXPECT_TRUE(HasPattern(rig.engine(), 8 << 20, 4 * K, 4));
+  ASSERT_TRUE(rig.engine().Shutdown().ok());
+  Result<CheckReport> report = CheckCache(&rig.origin(), &rig.cache(), &rig.store());
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_TRUE(report->problems.empty()) << report->problems.front();
+  EXPECT_EQ(report->dirty_lines, 1u);
 }
 
 TEST(EngineTest, WarmAfterCrash) {

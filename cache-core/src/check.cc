@@ -44,7 +44,8 @@ Result<CheckReport> CheckCache(BlockDevice* origin, BlockDevice* cache, Metadata
   if (!report.problems.empty()) return report;  // geometry unknown: records cannot be judged
 
   const uint64_t line_size = sb->identity.line_size;
-  const uint64_t origin_lines = sb->identity.origin_size / line_size;
+  // A last line that the origin's end cuts short is a line all the same.
+  const uint64_t origin_lines = (sb->identity.origin_size + line_size - 1) / line_size;
   std::unordered_set<uint64_t> seen;
   AlignedBuffer line_buf(line_size);
   Status walk = store->ForEachLine([&](uint64_t slot, const LineRecord& r) -> Status {

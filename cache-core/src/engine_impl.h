@@ -70,6 +70,8 @@ struct Engine::Impl {
   uint64_t OriginOffset(uint64_t line, uint32_t block) const {
     return line * line_size + uint64_t{block} * kBlockSize;
   }
+  // Origin lines, the last one maybe cut short by the origin's end.
+  uint64_t OriginLines() const { return (identity.origin_size + line_size - 1) / line_size; }
   size_t BlockIndex(uint32_t slot, uint32_t block) const {
     return static_cast<size_t>(slot) * blocks_per_line + block;
   }

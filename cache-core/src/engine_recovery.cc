@@ -37,7 +37,7 @@ void Engine::Impl::RecoverBlock(uint32_t slot, uint32_t block, BlockClass cls, b
 }
 
 Status Engine::Impl::LoadLines(bool clean_shutdown, std::vector<uint32_t>* changed_slots) {
-  const uint64_t origin_lines = identity.origin_size / line_size;
+  const uint64_t origin_lines = OriginLines();
   std::vector<Unproven> unproven;
   std::vector<bool> used(capacity, false);
   Status s = dev.metadata->ForEachLine([&](uint64_t slot, const LineRecord& r) -> Status {

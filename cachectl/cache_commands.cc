@@ -417,14 +417,13 @@ int RunSet(const std::vector<std::string>& args) {
   }
   if (int rc = common.RequireRoot("set"); rc != 0) return rc;
   Dirs dirs = common.dirs();
-  if (access(dirs.ConfigFile(name).c_str(), F_OK) != 0) return Fail(kExitNotFound, "set: no cache named '" + name + "'");
-  auto current = SendControl(dirs.ControlSocket(name), "stats");
-  if (!current.ok()) return Fail(kExitNotFound, "set: cache '" + name + "' is not running");
+  ControlReply current;
+  if (int rc = AskCache(dirs, name, "set", "stats", &current); rc != 0) return rc;
   std::vector<std::string> commands;
   if (cleaner) {
     // Unset values keep their current setting.
     auto take = [&](const char* key, uint32_t* v, const char* flag) {
-      if (!vm.count(flag)) *v = static_cast<uint32_t>(std::strtoul(current->Value(key).c_str(), nullptr, 10));
+      if (!vm.count(flag)) *v = static_cast<uint32_t>(std::strtoul(current.Value(key).c_str(), nullptr, 10));
     };
     take("dirty_high_pct", &high, "dirty-high");
     take("dirty_low_pct", &low, "dirty-low");
@@ -435,15 +434,14 @@ int RunSet(const std::vector<std::string>& args) {
   if (!cutoff_text.empty()) commands.push_back("set seq_cutoff " + cutoff_text);
   if (!mode_text.empty()) commands.push_back("set mode " + mode_text);
   if (placement) {  // the one not given keeps its current value
-    std::string window = window_text.empty() ? current->Value("placement_window") : window_text;
-    std::string rate = rate_text.empty() ? current->Value("placement_rate")
+    std::string window = window_text.empty() ? current.Value("placement_window") : window_text;
+    std::string rate = rate_text.empty() ? current.Value("placement_rate")
                                          : std::to_string(ParseSize(rate_text).value());
     commands.push_back("placement " + window + " " + rate);
   }
   for (const std::string& c : commands) {
-    auto reply = SendControl(dirs.ControlSocket(name), c, ProgressPrinter("set"));
-    if (!reply.ok()) return Fail(kExitNotFound, "set: cache '" + name + "' is not running");
-    if (reply->exit_code != 0) return Fail(reply->exit_code, "set: " + reply->message);
+    ControlReply reply;
+    if (int rc = AskCache(dirs, name, "set", c, &reply, ProgressPrinter("set")); rc != 0) return rc;
   }
   std::printf("set %s\n", name.c_str());
   return 0;

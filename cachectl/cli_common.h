@@ -21,8 +21,10 @@ cachecore::Result<int> ResolveGroup(const std::string& name);
 // Sends `command` to the running cache NAME. 0 with its reply in `reply`
 // when it answered "ok"; otherwise prints "VERB: why" and returns the exit
 // code (no such cache, not running, or the daemon's refusal).
+// `progress` gets the daemon's progress lines, if any.
 int AskCache(const Dirs& dirs, const std::string& name, const std::string& verb,
-             const std::string& command, ControlReply* reply);
+             const std::string& command, ControlReply* reply,
+             const std::function<void(uint64_t left, uint64_t total)>& progress = {});
 
 // The text of a JSON string: quoted, with quotes and backslashes escaped.
 std::string JsonString(const std::string& s);

@@ -312,9 +312,14 @@ void SendLine(int fd, const std::string& line) {
   (void)shim::WriteFull(fd, l.data(), l.size());
 }
 
+// A "data KEY=VALUE" line for each value given to it.
+DataSink DataTo(int fd) {
+  return [fd](const std::string& k, const std::string& v) { SendLine(fd, "data " + k + "=" + v); };
+}
+
 void SendStats(int fd, Daemon& d) {
   StatsSnapshot s = d.engine->stats();
-  auto kv = [&](const std::string& k, const std::string& v) { SendLine(fd, "data " + k + "=" + v); };
+  DataSink kv = DataTo(fd);
   auto num = [&](const std::string& k, uint64_t v) { kv(k, std::to_string(v)); };
   auto ratio = [&](const std::string& k, double v) {
     char b[32];
@@ -382,8 +387,7 @@ Status EngineCommand(Daemon& d, int fd, const std::string& cmd,
     if (cmd == "stats reset") d.engine->ResetStats();
     return Status::Ok();
   }
-  auto data = [fd](const std::string& k, const std::string& v) { SendLine(fd, "data " + k + "=" + v); };
-  if (auto s = PlacementCommand(*d.engine, cmd, CallerMayChange(fd), data)) return *s;
+  if (auto s = PlacementCommand(*d.engine, cmd, CallerMayChange(fd), DataTo(fd))) return *s;
   if (!CallerMayChange(fd)) return Status::Busy("permission denied: run as root");
   if (cmd == "flush" || cmd == "detach" || cmd == "detach wipe") return d.engine->Flush(progress);
   if (cmd.rfind("set mode ", 0) == 0) {

@@ -78,7 +78,6 @@ int ChangePin(const std::vector<std::string>& args, const std::string& verb, con
   auto [offset, length] = range.value();
   std::string command = verb + " " + std::to_string(offset) + " " + std::to_string(length);
   if (int rc = AskCache(common.dirs(), name, verb, command, &reply); rc != 0) return rc;
-  if (int rc = AskCache(common.dirs(), name, verb, "pins", &reply); rc != 0) return rc;
   std::printf("%s %s on %s; %s pinned of a %s limit\n", done.c_str(), range_text.c_str(), name.c_str(),
               HumanBytes(Number(reply, "pinned_bytes")).c_str(),
               HumanBytes(Number(reply, "pin_limit_bytes")).c_str());

@@ -93,7 +93,9 @@ std::optional<Status> PlacementCommand(Engine& engine, const std::string& cmd, b
   if (verb == "placement") return SetPlacement(engine, args);
   uint64_t offset = 0, length = 0;
   if (!TwoNumbers(args, &offset, &length)) return Status::InvalidArgument(verb + " needs OFFSET LENGTH");
-  return verb == "pin" ? engine.Pin(offset, length) : engine.Unpin(offset, length);
+  Status s = verb == "pin" ? engine.Pin(offset, length) : engine.Unpin(offset, length);
+  if (s.ok()) SendPinTotals(engine.pins(), data);  // what is pinned now, for the answer
+  return s;
 }
 
 }  // namespace cachectl

@@ -1,5 +1,6 @@
 // The daemon's side of pinning and placement: the control commands
 //   pin OFFSET LENGTH       unpin OFFSET LENGTH      pins
+// (pin and unpin answer with the pin totals)
 //   placement WINDOW|off RATE                        movement
 // (offsets, lengths and rates in bytes) and their data lines.
 #pragma once

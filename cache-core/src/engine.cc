@@ -298,10 +298,12 @@ struct DirectionCounters {
 };
 
 // Whether a request is part of a sequential stream past the cutoff (the
-// stream detector sees every request).
+// stream detector sees every request). What does not bypass is heat for
+// placement; a stream past the cutoff is no candidate for it either.
 bool Bypass(Engine::Impl& impl, uint64_t offset, uint64_t length) {
   bool bypass = impl.admission.SequentialBypass(offset, length);
   if (bypass) LiveStats::Bump(impl.stats.bypassed);
+  else impl.heat.Record(offset, length);
   return bypass;
 }
 
@@ -318,7 +320,6 @@ Status Engine::Read(uint64_t offset, void* buffer, uint64_t length) {
   LiveStats& st = impl_->stats;
   auto* out = static_cast<uint8_t*>(buffer);
   const bool bypass = Bypass(*impl_, offset, length);
-  if (!bypass) impl_->heat.Record(offset, length);  // a stream past the cutoff is no placement candidate
   Impl::Tally tally;
   Status s = Status::Ok();
   if (!impl_->ReadBatch(offset, out, length, bypass, tally, s)) {
@@ -335,7 +336,6 @@ Status Engine::Write(uint64_t offset, const void* buffer, uint64_t length, bool 
   LiveStats& st = impl_->stats;
   const auto* in = static_cast<const uint8_t*>(buffer);
   const bool bypass = Bypass(*impl_, offset, length);
-  if (!bypass) impl_->heat.Record(offset, length);
   Impl::Tally tally;
   Status s = Status::Ok();
   if (!impl_->WriteBackBatch(offset, in, length, bypass, tally, s)) {

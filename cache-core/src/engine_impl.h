@@ -57,7 +57,7 @@ struct Segment {
 
 struct LineBatch;  // engine_batch.cc
 struct CleanJob;   // engine_cleaner.cc
-struct MoverState;  // engine_placement.cc
+struct MoverState;  // engine_mover.cc
 
 struct Engine::Impl {
   Impl(const EngineDevices& devices, const EngineConfig& config, const CacheIdentity& identity);
@@ -213,6 +213,13 @@ struct Engine::Impl {
   // held another cache's).
   static Status ResetPlacement(MetadataStore* store);
   void SavePlacementHistory(bool sync);  // heat and movement
+  // Pin and Unpin: checks the byte range, lets `edit` change a copy of the
+  // pins for its lines [first, end) (it may refuse), saves the copy, puts it
+  // in force and moves the cached lines of the intervals `edit` returns out
+  // of the policy (pinning) or back into it.
+  using PinEdit = std::function<Result<std::vector<LineIntervals::Interval>>(
+      LineIntervals& next, uint64_t first, uint64_t end)>;
+  Status ChangePins(uint64_t offset, uint64_t length, const PinEdit& edit, bool pinning);
   // Runs fn(slot, line) for each cached line in [first, end) (under mu).
   template <typename Fn>
   void ForEachCachedLine(uint64_t first, uint64_t end, Fn fn);

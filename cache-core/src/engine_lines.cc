@@ -52,7 +52,7 @@ std::optional<uint32_t> Engine::Impl::Allocate(uint64_t line, std::span<const si
       free_slots.pop_back();
       slot_line[slot] = line;
       map[line] = slot;
-      if (pins.empty() || !pins.Contains(line)) policy->OnInsert(slot, line);  // pinned: never a victim
+      if (!pins.Contains(line)) policy->OnInsert(slot, line);  // pinned: never a victim
       LiveStats::Bump(stats.occupancy_lines);
       LiveStats::Bump(stats.promotions);
       bool many_unsynced = unsynced_evictions.size() > kMaxUnsyncedEvictions;

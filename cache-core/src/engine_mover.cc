@@ -198,15 +198,15 @@ void Engine::Impl::RankRegions(MoverState& st) {
 uint64_t Engine::Impl::PlaceByHeat(MoverState& st, uint64_t budget) {
   if (!st.ranked || Clock::now() - st.ranked_at >= kRankEvery) RankRegions(st);
   const uint64_t lines_per_region = heat.region_bytes() / line_size;
-  const uint64_t origin_lines = (identity.origin_size + line_size - 1) / line_size;
+  const uint64_t origin_lines = OriginLines();
   uint64_t used = 0, checked = 0;
   while (used + line_size <= budget && checked < kChecksPerTick && st.hot_index < st.hot.size()) {
     const uint64_t line = uint64_t{st.hot[st.hot_index]} * lines_per_region + st.hot_line;
-    if (++st.hot_line >= lines_per_region || line + 1 >= origin_lines) {  // on to the next region
+    // On to the next region after its last line (the volume's last region may be short).
+    if (++st.hot_line >= lines_per_region || line + 1 >= origin_lines) {
       ++st.hot_index;
       st.hot_line = 0;
     }
-    if (line >= origin_lines) continue;  // the last region may be short
     ++checked;
     bool resident, room;
     {

@@ -107,58 +107,62 @@ bool Engine::Impl::InPlacementWindow(int64_t now) const {
   return window->Contains(static_cast<uint32_t>(local.tm_hour * 60 + local.tm_min));
 }
 
-Status Engine::Pin(uint64_t offset, uint64_t length) {
-  Impl& im = *impl_;
-  if (im.shut_down.load()) return Status::Busy("the cache is shut down");
-  Result<std::pair<uint64_t, uint64_t>> lines = LinesOf(im, offset, length);
+Status Engine::Impl::ChangePins(uint64_t offset, uint64_t length, const PinEdit& edit,
+                                bool pinning) {
+  if (shut_down.load()) return Status::Busy("the cache is shut down");
+  Result<std::pair<uint64_t, uint64_t>> lines = LinesOf(*this, offset, length);
   if (!lines.ok()) return lines.status();
-  auto [first, end] = lines.value();
-  std::lock_guard pin_lock(im.pin_mu);
+  std::lock_guard pin_lock(pin_mu);
   LineIntervals next;
   {
-    std::lock_guard lock(im.mu);
-    next = im.pins;
+    std::lock_guard lock(mu);
+    next = pins;
   }
-  next.Add(first, end);
-  if (next.total() > im.pin_limit_lines) {
-    uint64_t pinned = im.pins.total() * im.line_size, limit = im.pin_limit_lines * im.line_size;
-    return Status::Busy("pinning this range would pin " + Mib(next.total() * im.line_size) +
-                        ", more than the limit of " + Mib(limit) + " (" + std::to_string(kPinLimitPct) +
-                        " % of the cache; " + Mib(pinned) + " pinned now)");
-  }
-  CACHECORE_RETURN_IF_ERROR(im.dev.metadata->PutConfig(kPinsKey, next.Encode(), true));
+  Result<std::vector<LineIntervals::Interval>> changed = edit(next, lines->first, lines->second);
+  if (!changed.ok()) return changed.status();
+  CACHECORE_RETURN_IF_ERROR(dev.metadata->PutConfig(kPinsKey, next.Encode(), true));
   {
-    std::lock_guard lock(im.mu);
-    im.pins = std::move(next);
-    im.ForEachCachedLine(first, end, [&](uint32_t slot, uint64_t) { im.policy->OnRemove(slot); });
+    std::lock_guard lock(mu);
+    pins = std::move(next);
+    for (auto [a, b] : changed.value()) {
+      // Pinned lines leave the policy; unpinned ones come back as newly inserted.
+      ForEachCachedLine(a, b, [&](uint32_t slot, uint64_t line) {
+        if (pinning) policy->OnRemove(slot);
+        else policy->OnInsert(slot, line);
+      });
+    }
   }
-  im.pins_changed.store(true);
-  im.mover_cv.notify_all();
+  if (pinning) {
+    pins_changed.store(true);
+    mover_cv.notify_all();
+  }
   return Status::Ok();
 }
 
-Status Engine::Unpin(uint64_t offset, uint64_t length) {
+Status Engine::Pin(uint64_t offset, uint64_t length) {
   Impl& im = *impl_;
-  if (im.shut_down.load()) return Status::Busy("the cache is shut down");
-  Result<std::pair<uint64_t, uint64_t>> lines = LinesOf(im, offset, length);
-  if (!lines.ok()) return lines.status();
-  auto [first, end] = lines.value();
-  std::lock_guard pin_lock(im.pin_mu);
-  LineIntervals next;
-  {
-    std::lock_guard lock(im.mu);
-    next = im.pins;
-  }
-  std::vector<LineIntervals::Interval> removed = next.Remove(first, end);
-  if (removed.empty()) return Status::NotFound("nothing in that range is pinned");
-  CACHECORE_RETURN_IF_ERROR(im.dev.metadata->PutConfig(kPinsKey, next.Encode(), true));
-  std::lock_guard lock(im.mu);
-  im.pins = std::move(next);
-  for (auto [a, b] : removed) {
-    // Back under the policy, as newly inserted lines.
-    im.ForEachCachedLine(a, b, [&](uint32_t slot, uint64_t line) { im.policy->OnInsert(slot, line); });
-  }
-  return Status::Ok();
+  auto add = [&](LineIntervals& next, uint64_t first, uint64_t end) -> Result<std::vector<LineIntervals::Interval>> {
+    const uint64_t pinned = next.total();
+    next.Add(first, end);
+    if (next.total() > im.pin_limit_lines) {
+      return Status::Busy("pinning this range would pin " + Mib(next.total() * im.line_size) +
+                          ", more than the limit of " + Mib(im.pin_limit_lines * im.line_size) + " (" +
+                          std::to_string(kPinLimitPct) + " % of the cache; " + Mib(pinned * im.line_size) +
+                          " pinned now)");
+    }
+    // Lines pinned already are out of the policy: taking them out again changes nothing.
+    return std::vector<LineIntervals::Interval>{{first, end}};
+  };
+  return im.ChangePins(offset, length, add, true);
+}
+
+Status Engine::Unpin(uint64_t offset, uint64_t length) {
+  auto remove = [](LineIntervals& next, uint64_t first, uint64_t end) -> Result<std::vector<LineIntervals::Interval>> {
+    std::vector<LineIntervals::Interval> removed = next.Remove(first, end);
+    if (removed.empty()) return Status::NotFound("nothing in that range is pinned");
+    return removed;  // only what was pinned goes back to the policy
+  };
+  return impl_->ChangePins(offset, length, remove, false);
 }
 
 PinReport Engine::pins() const {
@@ -215,7 +219,7 @@ MovementReport Engine::movement() const {
   std::lock_guard lock(im.mu);
   for (size_t i = 0; i < shown; ++i) {
     uint64_t first = heat[i].second * lines_per_region;
-    uint64_t end = std::min(first + lines_per_region, (im.identity.origin_size + im.line_size - 1) / im.line_size);
+    uint64_t end = std::min(first + lines_per_region, im.OriginLines());
     uint64_t bytes = im.LinesBytes(first, end);
     r.hottest.push_back({first * im.line_size, bytes, heat[i].first,
                          std::min(bytes, im.CachedLines(first, end) * im.line_size)});

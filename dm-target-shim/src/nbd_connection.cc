@@ -3,11 +3,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
+#include <thread>
 
 #include "nbd_protocol.h"
 #include "shim/socket_io.h"
-#include "worker_pool.h"
 
 namespace shim {
 
@@ -16,7 +17,6 @@ using cachecore::AlignedBuffer;
 using cachecore::StatusCode;
 
 namespace {
-constexpr size_t kMaxInFlight = 64;     // per connection; the reader waits beyond it
 constexpr uint32_t kMaxOptionLength = 64 * 1024;
 constexpr uint32_t kZeroChunk = 1 << 20;
 
@@ -43,19 +43,24 @@ struct NbdRequest {
 };
 
 NbdConnection::NbdConnection(int fd, NbdBackend* backend, const NbdServerOptions* options,
-                             WorkerPool* pool, bool handshake)
-    : fd_(fd), handshake_(handshake), backend_(backend), options_(options), pool_(pool) {}
+                             bool handshake)
+    : fd_(fd), handshake_(handshake), backend_(backend), options_(options) {}
 
 NbdConnection::~NbdConnection() { close(fd_); }
 
 void NbdConnection::Interrupt() { shutdown(fd_, SHUT_RDWR); }
 
 void NbdConnection::Serve() {
-  if (!handshake_ || Handshake()) Transmit();
-  // Requests in flight finish before the connection goes: a client that
-  // vanished mid-write still gets its write completed, whole.
-  std::unique_lock lock(pool_mu_);
-  pool_cv_.wait(lock, [this] { return in_flight_ == 0; });
+  if (handshake_ && !Handshake()) return;
+  // Requests in flight finish before the connection goes (the threads are
+  // joined): a client that vanished mid-write still gets its write
+  // completed, whole.
+  std::vector<std::thread> helpers;
+  for (unsigned i = 1; i < std::max(1u, options_->worker_threads); ++i) {
+    helpers.emplace_back([this] { ServeRequests(); });
+  }
+  ServeRequests();
+  for (std::thread& t : helpers) t.join();
 }
 
 bool NbdConnection::Handshake() {
@@ -168,70 +173,68 @@ uint32_t NbdConnection::CheckRange(uint16_t type, uint64_t offset, uint32_t leng
   return 0;
 }
 
-void NbdConnection::Transmit() {
-  while (true) {
-    uint8_t head[28];
-    if (!ReadFull(fd_, head, sizeof(head)) || GetBe32(head) != kRequestMagic) return;
-    NbdRequest* r = TakeRequest();
-    r->flags = GetBe16(head + 4);
-    r->type = GetBe16(head + 6);
-    r->handle = GetBe64(head + 8);
-    r->offset = GetBe64(head + 16);
-    r->length = GetBe32(head + 24);
-    if (r->type == kCmdDisc) {
-      ReturnRequest(r);
-      return;
-    }
-    bool has_payload = r->type == kCmdWrite;
-    bool carries_data = has_payload || r->type == kCmdRead;
-    if (carries_data && r->length > kNbdMaxPayload) {
-      ReturnRequest(r);
-      return;  // too big to take or answer: a clean disconnect
-    }
-    if (has_payload) {
-      r->buffer.Reserve(r->length);
-      if (!ReadFull(fd_, r->buffer.data(), r->length)) {
-        ReturnRequest(r);
-        return;  // the client went away mid-request; nothing was written
-      }
-    }
-    bool known = r->type == kCmdRead || r->type == kCmdWrite || r->type == kCmdFlush ||
-                 r->type == kCmdTrim || r->type == kCmdWriteZeroes;
-    uint32_t error = known ? CheckRange(r->type, r->offset, r->length) : kEinval;
+void NbdConnection::ServeRequests() {
+  NbdRequest r;  // this thread's own: its buffer is reused, request after request
+  while (ReadRequest(r)) {
+    bool known = r.type == kCmdRead || r.type == kCmdWrite || r.type == kCmdFlush ||
+                 r.type == kCmdTrim || r.type == kCmdWriteZeroes;
+    uint32_t error = known ? CheckRange(r.type, r.offset, r.length) : kEinval;
     if (error != 0) {
-      Reply(r->handle, error, nullptr, 0);
-      ReturnRequest(r);
+      Reply(r.handle, error, nullptr, 0);
       continue;
     }
-    pool_->Submit(shared_from_this(), r);
+    Execute(r);
   }
 }
 
-void NbdConnection::Execute(NbdRequest* r) {
-  bool fua = r->flags & kCmdFlagFua;
+bool NbdConnection::ReadRequest(NbdRequest& r) {
+  std::lock_guard lock(read_mu_);
+  if (ended_) return false;
+  uint8_t head[28];
+  ended_ = true;  // until this request is read whole
+  if (!ReadFull(fd_, head, sizeof(head)) || GetBe32(head) != kRequestMagic) return false;
+  r.flags = GetBe16(head + 4);
+  r.type = GetBe16(head + 6);
+  r.handle = GetBe64(head + 8);
+  r.offset = GetBe64(head + 16);
+  r.length = GetBe32(head + 24);
+  if (r.type == kCmdDisc) return false;
+  bool has_payload = r.type == kCmdWrite;
+  bool carries_data = has_payload || r.type == kCmdRead;
+  if (carries_data && r.length > kNbdMaxPayload) return false;  // too big to take or answer
+  if (has_payload) {
+    r.buffer.Reserve(r.length);
+    // The client went away mid-request: nothing of it is written.
+    if (!ReadFull(fd_, r.buffer.data(), r.length)) return false;
+  }
+  ended_ = false;
+  return true;
+}
+
+void NbdConnection::Execute(NbdRequest& r) {
+  bool fua = r.flags & kCmdFlagFua;
   Status s;
-  switch (r->type) {
+  switch (r.type) {
     case kCmdRead:
-      r->buffer.Reserve(r->length);
-      s = backend_->Read(r->offset, r->buffer.data(), r->length);
+      r.buffer.Reserve(r.length);
+      s = backend_->Read(r.offset, r.buffer.data(), r.length);
       break;
     case kCmdWrite:
-      s = backend_->Write(r->offset, r->buffer.data(), r->length, fua);
+      s = backend_->Write(r.offset, r.buffer.data(), r.length, fua);
       break;
     case kCmdFlush:
       s = backend_->Flush();
       break;
     case kCmdTrim:
-      s = backend_->Trim(r->offset, r->length);
+      s = backend_->Trim(r.offset, r.length);
       if (s.ok() && fua) s = backend_->Flush();
       break;
     case kCmdWriteZeroes:
-      s = WriteZeroes(r->offset, r->length, fua);
+      s = WriteZeroes(r.offset, r.length, fua);
       break;
   }
-  bool send_data = r->type == kCmdRead && s.ok();
-  Reply(r->handle, ErrnoOf(s), send_data ? r->buffer.data() : nullptr, send_data ? r->length : 0);
-  ReturnRequest(r);
+  bool send_data = r.type == kCmdRead && s.ok();
+  Reply(r.handle, ErrnoOf(s), send_data ? r.buffer.data() : nullptr, send_data ? r.length : 0);
 }
 
 Status NbdConnection::WriteZeroes(uint64_t offset, uint64_t length, bool fua) {
@@ -254,28 +257,6 @@ void NbdConnection::Reply(uint64_t handle, uint32_t error, const void* data, uin
   std::lock_guard lock(write_mu_);
   // A failed send means the client is gone; the reader sees that too.
   (void)WriteVecFull(fd_, iov, len > 0 ? 2 : 1);
-}
-
-NbdRequest* NbdConnection::TakeRequest() {
-  std::unique_lock lock(pool_mu_);
-  pool_cv_.wait(lock, [this] { return !free_requests_.empty() || all_requests_.size() < kMaxInFlight; });
-  ++in_flight_;
-  if (free_requests_.empty()) {
-    all_requests_.push_back(std::make_unique<NbdRequest>());
-    return all_requests_.back().get();
-  }
-  NbdRequest* r = free_requests_.back();
-  free_requests_.pop_back();
-  return r;
-}
-
-void NbdConnection::ReturnRequest(NbdRequest* r) {
-  {
-    std::lock_guard lock(pool_mu_);
-    free_requests_.push_back(r);
-    --in_flight_;
-  }
-  pool_cv_.notify_all();
 }
 
 }  // namespace shim

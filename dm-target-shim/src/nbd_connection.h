@@ -1,12 +1,13 @@
-// One NBD client connection: the handshake, then a reader that parses
-// requests and hands them to the worker pool, whose threads run them and
-// send the replies as they complete.
+// One NBD client connection: the handshake, then a set of serving threads
+// that take turns reading the next request from the socket (one at a
+// time, under a lock), then each runs the request it read and sends its
+// reply as it completes. No hand-off between threads on the way: on a
+// loaded machine the switch from a reader to a worker cost more than the
+// cache's own work on a hit.
 #pragma once
 
-#include <atomic>
-#include <condition_variable>
-#include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "cachecore/block_device.h"
@@ -14,23 +15,22 @@
 
 namespace shim {
 
-class WorkerPool;
-
 struct NbdRequest;
 
-class NbdConnection : public std::enable_shared_from_this<NbdConnection> {
+class NbdConnection {
  public:
   // handshake: false for a peer that is already past it (the kernel).
-  NbdConnection(int fd, NbdBackend* backend, const NbdServerOptions* options, WorkerPool* pool,
+  // options->worker_threads threads serve the connection once it is past
+  // the handshake: that many requests run at once.
+  NbdConnection(int fd, NbdBackend* backend, const NbdServerOptions* options,
                 bool handshake = true);
   ~NbdConnection();
-  // Runs the whole connection on the calling thread; returns when it ends.
+  // Runs the whole connection from the calling thread (and the serving
+  // threads it starts); returns when it has ended and every request taken
+  // has been answered.
   void Serve();
   // Ends the connection from another thread (server shutdown).
   void Interrupt();
-
-  // Called by a worker thread.
-  void Execute(NbdRequest* request);
 
  private:
   bool Handshake();
@@ -39,25 +39,25 @@ class NbdConnection : public std::enable_shared_from_this<NbdConnection> {
   bool SendExportInfo(uint32_t option);
   bool ExportNameMatches(const std::string& name) const;
   uint16_t TransmissionFlags() const;
-  void Transmit();
+  // One serving thread: read a request, run it, answer; until the
+  // connection ends.
+  void ServeRequests();
+  // Reads the next request into `r` (under read_mu_). False once the
+  // connection has ended: a disconnect, EOF, or a stream it cannot follow.
+  bool ReadRequest(NbdRequest& r);
+  void Execute(NbdRequest& r);
   // Checks a request's range; 0 when it is fine, else the protocol errno.
   uint32_t CheckRange(uint16_t type, uint64_t offset, uint32_t length) const;
   void Reply(uint64_t handle, uint32_t error, const void* data, uint32_t len);
-  NbdRequest* TakeRequest();
-  void ReturnRequest(NbdRequest* request);
   Status WriteZeroes(uint64_t offset, uint64_t length, bool fua);
 
   int fd_;
   bool handshake_;
   NbdBackend* backend_;
   const NbdServerOptions* options_;
-  WorkerPool* pool_;
+  std::mutex read_mu_;   // one reader of the socket at a time
+  bool ended_ = false;   // under read_mu_: no more requests will be read
   std::mutex write_mu_;  // one reply on the socket at a time
-  std::mutex pool_mu_;
-  std::condition_variable pool_cv_;
-  std::vector<std::unique_ptr<NbdRequest>> all_requests_;
-  std::vector<NbdRequest*> free_requests_;
-  size_t in_flight_ = 0;
 };
 
 }  // namespace shim

@@ -12,7 +12,6 @@
 
 #include "nbd_connection.h"
 #include "shim/socket_io.h"
-#include "worker_pool.h"
 
 namespace shim {
 
@@ -21,7 +20,7 @@ namespace {
 class NbdServerImpl : public NbdServer {
  public:
   NbdServerImpl(NbdBackend* backend, const NbdServerOptions& options)
-      : backend_(backend), options_(options), pool_(options.worker_threads) {}
+      : backend_(backend), options_(options) {}
 
   ~NbdServerImpl() override { Stop(); }
 
@@ -93,7 +92,7 @@ class NbdServerImpl : public NbdServer {
 
   void StartConnection(int fd, bool handshake = true) {
     ++served_;
-    auto conn = std::make_shared<NbdConnection>(fd, backend_, &options_, &pool_, handshake);
+    auto conn = std::make_shared<NbdConnection>(fd, backend_, &options_, handshake);
     std::lock_guard lock(mu_);
     connections_.emplace_back();
     Running& r = connections_.back();
@@ -116,7 +115,6 @@ class NbdServerImpl : public NbdServer {
 
   NbdBackend* backend_;
   NbdServerOptions options_;
-  WorkerPool pool_;
   std::vector<int> listeners_;
   int wake_[2] = {-1, -1};
   std::thread acceptor_;

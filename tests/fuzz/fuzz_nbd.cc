@@ -11,7 +11,6 @@
 #include <vector>
 
 #include "nbd_connection.h"
-#include "worker_pool.h"
 
 namespace {
 
@@ -44,9 +43,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static shim::NbdServerOptions options = [] {
     shim::NbdServerOptions o;
     o.export_name = "fuzz";
+    o.worker_threads = 2;
     return o;
   }();
-  static shim::WorkerPool pool(2);
   int pair[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) return 0;
   // The client side: send the input, then read and drop every reply.
@@ -68,7 +67,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // is (no handshake): both paths get fuzzed.
     static const uint8_t kRequestMagic[4] = {0x25, 0x60, 0x95, 0x13};
     bool handshake = size < 4 || std::memcmp(data, kRequestMagic, 4) != 0;
-    auto conn = std::make_shared<shim::NbdConnection>(pair[0], &backend, &options, &pool, handshake);
+    auto conn = std::make_shared<shim::NbdConnection>(pair[0], &backend, &options, handshake);
     conn->Serve();
   }  // the connection closes its end here; the client sees EOF
   client.join();

@@ -17,7 +17,7 @@ namespace shim {
 using cachecore::Result;
 using cachecore::Status;
 
-// What the server exports. Calls come from the server's worker threads,
+// What the server exports. Calls come from the server's serving threads,
 // several at once. Offsets and lengths are already checked against size().
 class NbdBackend {
  public:
@@ -38,9 +38,10 @@ struct NbdServerOptions {
   unsigned socket_mode = 0600;
   int socket_group = -1;         // >= 0: the socket's group (with socket_mode 0660)
   std::string tcp_address;       // "host:port"; empty: no TCP listener
-  // Requests run at once: each worker waits for its I/O, so this is the
-  // queue depth the devices see. 8 held 4 KiB hits at QD32 to ~35K IOPS
-  // where 32 reach ~55K on the same SSD file (scripts/bench).
+  // Requests run at once on each connection: each serving thread waits for
+  // its I/O, so this is the queue depth the devices see. 8 held 4 KiB hits
+  // at QD32 to ~35K IOPS where 32 reach ~55K on the same SSD file
+  // (scripts/bench).
   unsigned worker_threads = 32;
 };
 

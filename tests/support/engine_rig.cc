@@ -69,12 +69,18 @@ Status EngineRig::Restart(const EngineConfig& config) {
 }
 
 Status EngineRig::PowerCutAndReopen(const EngineConfig& config, PowerCutMode mode) {
-  origin_->PowerCut(mode);
-  cache_->PowerCut(mode);
-  storage_.fs->PowerCut();
-  // Nothing the dying engine does from here on may reach a device.
+  // The power goes everywhere at once. The dying engine's background
+  // threads (cleaner, mover) may be mid-work, so first nothing more reaches
+  // a device (what they see then are I/O errors, which the engine handles
+  // anyway), then the store; only then does each device lose what it had
+  // not made durable. Cutting one device while the rest still worked let
+  // the cleaner sync a record whose data the cache had just lost, or copy
+  // a block the cut had reverted: states no real power cut makes.
   origin_->FailAlways(kFaultAll);
   cache_->FailAlways(kFaultAll);
+  storage_.fs->PowerCut();
+  origin_->PowerCut(mode);
+  cache_->PowerCut(mode);
   engine_.reset();
   store_.reset();
   storage_.fs->Restore();

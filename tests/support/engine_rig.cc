@@ -68,6 +68,12 @@ Status EngineRig::Restart(const EngineConfig& config) {
   return Open(config);
 }
 
+void EngineRig::Freeze() {
+  origin_->FailAlways(kFaultAll);
+  cache_->FailAlways(kFaultAll);
+  storage_.fs->PowerCut();
+}
+
 Status EngineRig::PowerCutAndReopen(const EngineConfig& config, PowerCutMode mode) {
   // The power goes everywhere at once. The dying engine's background
   // threads (cleaner, mover) may be mid-work, so first nothing more reaches
@@ -76,9 +82,7 @@ Status EngineRig::PowerCutAndReopen(const EngineConfig& config, PowerCutMode mod
   // not made durable. Cutting one device while the rest still worked let
   // the cleaner sync a record whose data the cache had just lost, or copy
   // a block the cut had reverted: states no real power cut makes.
-  origin_->FailAlways(kFaultAll);
-  cache_->FailAlways(kFaultAll);
-  storage_.fs->PowerCut();
+  Freeze();
   origin_->PowerCut(mode);
   cache_->PowerCut(mode);
   engine_.reset();

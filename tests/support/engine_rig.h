@@ -46,6 +46,9 @@ class EngineRig {
   // Power fails: the devices' unsynced writes go as `mode` says, the
   // store's unsynced state is lost; then the engine is opened again.
   Status PowerCutAndReopen(const EngineConfig& config, PowerCutMode mode);
+  // The first half of a power cut: from now on nothing reaches a device or
+  // the store (the engine sees I/O errors); PowerCutAndReopen completes it.
+  void Freeze();
   // Drops the engine without a clean shutdown and the store, as a crash
   // does, but with every write that reached the devices kept.
   void CloseStore();

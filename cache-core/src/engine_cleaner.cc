@@ -28,9 +28,9 @@ struct CleanJob {
   std::vector<DirtyPiece> pieces;
   AlignedBuffer buffer;
   size_t unproven = 0;
-  // Some block was written since the last completed flush: its data or
-  // record may not be durable on the cache side yet.
-  bool fresh = false;
+  // Some block was written back over stable clean data since the last
+  // completed sync (kOverClean): a sync must come before the origin write.
+  bool needs_sync = false;
 };
 
 // Reads the dirty blocks of `slots` (stripes held), one request per run of a
@@ -42,7 +42,7 @@ void Engine::Impl::ReadDirty(const std::vector<uint32_t>& slots_in, CleanJob& jo
   for (uint32_t slot : slots) {
     for (uint32_t b = 0; b < blocks_per_line; ++b) {
       if (!(Flags(slot, b) & kDirty)) continue;
-      job.fresh = job.fresh || !IsStable(slot, b);
+      job.needs_sync = job.needs_sync || ((Flags(slot, b) & kOverClean) && !IsStable(slot, b));
       job.pieces.push_back({OriginOffset(slot_line[slot], b), slot_line[slot], slot, b,
                             block_crc[BlockIndex(slot, b)], false});
     }
@@ -87,14 +87,14 @@ Status Engine::Impl::WriteClean(CleanJob& job) {
     i = j;
   }
   if (writes.empty()) return Status::Ok();
-  // The cache side first: the data and the records that vouch for it
-  // durable before the origin takes a copy. Otherwise a crash could keep
-  // an older record (say kClean of the data before a write-back write)
-  // beside the older data still on the cache device, while the origin
-  // holds the newer data: the block would read old until evicted, then
-  // new, without a write in between. Best effort: a cache device whose
-  // flush fails must still drain to the origin (SyncAll counts the error).
-  if (job.fresh) (void)SyncAll();
+  // A block written back over stable clean data since the last sync: its
+  // durable record may still be the older kClean, and the cache device may
+  // still hold only the older data. Were the origin to take the new data
+  // first, a crash could leave the block reading old until evicted, then
+  // new, without a write in between; so the cache side goes first. Best
+  // effort: a cache device whose flush fails must still drain to the
+  // origin (the error is counted).
+  if (job.needs_sync) (void)SyncCacheSide();
   // The origin copy must be durable before any block is called clean.
   Status s = dev.origin->SubmitAndWait(writes);
   if (!s.ok()) {

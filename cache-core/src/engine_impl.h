@@ -43,6 +43,10 @@ enum BlockFlag : uint8_t {
   // Rewritten in place over flushed dirty data since that data's last
   // flush: its durable record says kDirtyOverwritten.
   kOverwritten = 4,
+  // Written back over a stable clean block, unannounced: until a sync
+  // completes, the durable record may still call the older data clean, so
+  // the cleaner syncs before the origin takes the new data.
+  kOverClean = 8,
 };
 
 // One line's share of a request: origin line, byte range within the line.
@@ -155,6 +159,10 @@ struct Engine::Impl {
   // Fills the partial edge blocks of `seg` in `window` from cache or origin.
   Status FillEdges(const Segment& seg, std::optional<uint32_t> slot, uint8_t* window);
   Status SyncAll();
+  // SyncAll without the origin's flush: the cache device's data (with the
+  // dirty-region map's changed pages), then the records. Blocks do not
+  // become stable by it (the origin may still lack written-through data).
+  Status SyncCacheSide();
   // Syncs the store; evictions before it are durable afterwards.
   Status SyncMetadata();
   Status SyncIfRecentlyEvicted(uint64_t line);

@@ -414,6 +414,16 @@ Status Engine::Impl::SyncAll() {
   return Status::Ok();
 }
 
+Status Engine::Impl::SyncCacheSide() {
+  CACHECORE_RETURN_IF_ERROR(PersistDirtyMap(MapWrite::kChanged, /*flush=*/false));
+  Status c = dev.cache->Flush();
+  if (!c.ok()) {
+    CountCacheError(stats.cache_flush_err);
+    return c;
+  }
+  return SyncMetadata();
+}
+
 Status Engine::Impl::PersistDirtyMap(MapWrite what, bool flush) {
   std::lock_guard io(dirty_map_io);
   std::vector<std::pair<uint64_t, AlignedBuffer>> pages;

@@ -163,6 +163,9 @@ struct Engine::Impl {
   // dirty-region map's changed pages), then the records. Blocks do not
   // become stable by it (the origin may still lack written-through data).
   Status SyncCacheSide();
+  // Their shared first step: the dirty-region map's changed pages, then the
+  // cache device's flush (errors counted).
+  Status FlushCacheSide();
   // Syncs the store; evictions before it are durable afterwards.
   Status SyncMetadata();
   Status SyncIfRecentlyEvicted(uint64_t line);

@@ -393,11 +393,7 @@ Status Engine::Impl::SyncAll() {
   // dirty-region map's changed pages ride on the cache flush: every region
   // with dirty data is marked on the device before any of its records is
   // synced.
-  Status c = PersistDirtyMap(MapWrite::kChanged, /*flush=*/false);  // counts its own errors
-  if (c.ok()) {
-    c = dev.cache->Flush();
-    if (!c.ok()) CountCacheError(stats.cache_flush_err);
-  }
+  Status c = FlushCacheSide();
   // With no dirty line the origin holds every acknowledged write and a clean
   // copy that did not persist fails its checksum and is read from the
   // origin: the client's flush does not depend on the cache device.
@@ -414,13 +410,15 @@ Status Engine::Impl::SyncAll() {
   return Status::Ok();
 }
 
-Status Engine::Impl::SyncCacheSide() {
-  CACHECORE_RETURN_IF_ERROR(PersistDirtyMap(MapWrite::kChanged, /*flush=*/false));
+Status Engine::Impl::FlushCacheSide() {
+  CACHECORE_RETURN_IF_ERROR(PersistDirtyMap(MapWrite::kChanged, /*flush=*/false));  // counts its own errors
   Status c = dev.cache->Flush();
-  if (!c.ok()) {
-    CountCacheError(stats.cache_flush_err);
-    return c;
-  }
+  if (!c.ok()) CountCacheError(stats.cache_flush_err);
+  return c;
+}
+
+Status Engine::Impl::SyncCacheSide() {
+  CACHECORE_RETURN_IF_ERROR(FlushCacheSide());
   return SyncMetadata();
 }
 

@@ -191,13 +191,13 @@ void Engine::Impl::PromoteBatch(const uint8_t* data, LineBatch& b) {
                      Crc32c(static_cast<const uint8_t*>(io.buffer) + off, kBlockSize), epoch);
     }
   }
-  MetadataStore::Batch records;
+  RecordBatch records;
   for (size_t i = 0, first = 0; i < b.segments.size(); first += BlockCount(b.segments[i]), ++i) {
     if (b.slots[i] == kNoSlot || AllCached(b, first, i)) continue;
-    if (slot_valid_blocks[b.slots[i]] > 0) records.PutLine(b.slots[i], BuildRecord(b.slots[i]));
+    if (slot_valid_blocks[b.slots[i]] > 0) records.records.PutLine(b.slots[i], BuildRecord(b.slots[i]));
     ReleaseIfEmpty(b.slots[i], records);
   }
-  if (!records.empty() && !dev.metadata->Apply(records, false).ok()) LiveStats::Bump(stats.metadata_err);
+  if (!records.empty()) (void)Commit(records, false);
 }
 
 bool Engine::Impl::WriteBackBatch(uint64_t offset, const uint8_t* in, uint64_t length, bool bypass,

@@ -22,15 +22,18 @@ struct DirtyPiece {
   uint32_t block;
   uint32_t crc;
   bool verified;
+  // Written back over stable clean data since the last completed sync
+  // (kOverClean): the cache side must be synced before the origin takes it.
+  bool over_clean;
 };
 
 struct CleanJob {
   std::vector<DirtyPiece> pieces;
   AlignedBuffer buffer;
   size_t unproven = 0;
-  // Some block was written back over stable clean data since the last
-  // completed sync (kOverClean): a sync must come before the origin write.
-  bool needs_sync = false;
+  // Why blocks of the job were held back from the origin (a failed sync),
+  // when they were: they stay dirty and are retried.
+  Status held_back;
 };
 
 // Reads the dirty blocks of `slots` (stripes held), one request per run of a
@@ -42,9 +45,9 @@ void Engine::Impl::ReadDirty(const std::vector<uint32_t>& slots_in, CleanJob& jo
   for (uint32_t slot : slots) {
     for (uint32_t b = 0; b < blocks_per_line; ++b) {
       if (!(Flags(slot, b) & kDirty)) continue;
-      job.needs_sync = job.needs_sync || ((Flags(slot, b) & kOverClean) && !IsStable(slot, b));
+      const bool over_clean = (Flags(slot, b) & kOverClean) && !IsStable(slot, b);
       job.pieces.push_back({OriginOffset(slot_line[slot], b), slot_line[slot], slot, b,
-                            block_crc[BlockIndex(slot, b)], false});
+                            block_crc[BlockIndex(slot, b)], false, over_clean});
     }
   }
   if (job.pieces.empty()) return;
@@ -75,6 +78,7 @@ void Engine::Impl::ReadDirty(const std::vector<uint32_t>& slots_in, CleanJob& jo
 // there. Needs no stripe: the lines are in `cleaning`, so nothing else
 // writes their origin blocks meanwhile (see WaitWhileCleaning).
 Status Engine::Impl::WriteClean(CleanJob& job) {
+  CACHECORE_RETURN_IF_ERROR(SyncBeforeCleaning(job));
   std::vector<IoRequest> writes;
   for (size_t i = 0; i < job.pieces.size();) {
     if (!job.pieces[i].verified) { ++i; continue; }
@@ -87,14 +91,6 @@ Status Engine::Impl::WriteClean(CleanJob& job) {
     i = j;
   }
   if (writes.empty()) return Status::Ok();
-  // A block written back over stable clean data since the last sync: its
-  // durable record may still be the older kClean, and the cache device may
-  // still hold only the older data. Were the origin to take the new data
-  // first, a crash could leave the block reading old until evicted, then
-  // new, without a write in between; so the cache side goes first. Best
-  // effort: a cache device whose flush fails must still drain to the
-  // origin (the error is counted).
-  if (job.needs_sync) (void)SyncCacheSide();
   // The origin copy must be durable before any block is called clean.
   Status s = dev.origin->SubmitAndWait(writes);
   if (!s.ok()) {
@@ -111,6 +107,35 @@ Status Engine::Impl::WriteClean(CleanJob& job) {
   LiveStats::Bump(stats.cleaner_writes, writes.size());
   LiveStats::Bump(stats.cleaned_blocks, job.pieces.size() - job.unproven);
   return Status::Ok();
+}
+
+// What must be durable before the origin takes the job's blocks. A line
+// evicted since the last sync may still have a stable clean record in its
+// old slot (rule 2): the store is synced first. A block written back over
+// stable clean data since the last sync (rule 3): its durable record may
+// still be the older kClean, and the cache device may hold only the older
+// data; were the origin to take the new data first, a crash could leave the
+// block reading old until evicted, then new, without a write in between.
+// So the cache side is synced first, data then records. A cache device
+// that cannot flush must still drain to the origin (it is failing): then
+// the records alone are synced, which is enough for this rule (the durable
+// record becomes the fresh one, proven against the data at recovery, and
+// no longer vouches for the older data as clean). Only when that fails
+// too do such blocks stay dirty and off the origin (the rest goes on).
+Status Engine::Impl::SyncBeforeCleaning(CleanJob& job) {
+  std::vector<uint64_t> lines;
+  bool over_clean = false;
+  for (const DirtyPiece& p : job.pieces) {
+    if (lines.empty() || lines.back() != p.line) lines.push_back(p.line);
+    over_clean = over_clean || (p.verified && p.over_clean);
+  }
+  if (over_clean) {
+    job.held_back = SyncCacheSide();  // syncs the store too
+    if (!job.held_back.ok()) job.held_back = SyncMetadata();
+    if (job.held_back.ok()) return Status::Ok();
+    for (DirtyPiece& p : job.pieces) p.verified = p.verified && !p.over_clean;
+  }
+  return SyncIfRecentlyEvicted(lines);
 }
 
 // Calls clean, durably, the pieces whose block still holds the data that
@@ -139,7 +164,7 @@ Status Engine::Impl::MarkCleaned(const CleanJob& job, const std::function<bool(u
     return Status::Corruption(std::to_string(job.unproven) +
                               " dirty block(s) fail their checksum and cannot be cleaned");
   }
-  return Status::Ok();
+  return job.held_back;
 }
 
 Status Engine::Impl::CleanSlots(const std::vector<uint32_t>& slots) {

@@ -59,6 +59,19 @@ struct Segment {
   bool block_aligned() const { return begin % kBlockSize == 0 && end % kBlockSize == 0; }
 };
 
+// A metadata batch and the slots it empties. A slot leaves the cache in
+// three steps: under mu it leaves the map (EvictLocked); the batch, with
+// the delete of its record, goes to the store (Commit); only then is the
+// slot free for another line and the eviction listed as unsynced. Freed
+// any earlier, another thread could write its own record for the slot
+// before the late delete, which would then remove it; listed earlier, a
+// metadata sync could clear the listing before the delete it covers.
+struct RecordBatch {
+  MetadataStore::Batch records;
+  std::vector<std::pair<uint64_t, uint32_t>> emptied;  // (origin line, slot)
+  bool empty() const { return records.empty(); }
+};
+
 struct LineBatch;  // engine_batch.cc
 struct CleanJob;   // engine_cleaner.cc
 struct MoverState;  // engine_mover.cc
@@ -96,8 +109,19 @@ struct Engine::Impl {
   // in them needs no lock, and the lines of `keep` are never victims.
   std::optional<uint32_t> Allocate(uint64_t line, std::span<const size_t> held,
                                    std::span<const Segment> keep);
-  // Called under mu_: the line in `slot` leaves the cache (it is clean).
+  // Called under mu_: the line in `slot` leaves the cache (it is clean) and
+  // `batch` gets the delete of its record. The caller applies the batch,
+  // then lists the eviction (ListEvictionLocked) and frees or reuses the
+  // slot, before it releases the line's stripe (see RecordBatch).
   void EvictLocked(uint32_t slot, MetadataStore::Batch& batch);
+  bool TakeSlotLocked(uint32_t slot, uint64_t line);
+  uint32_t ReuseVictim(uint32_t slot, uint64_t line, std::unique_lock<std::mutex>& lock,
+                       std::mutex* victim_stripe);
+  // Called under mu_ once the eviction's delete is in the store.
+  void ListEvictionLocked(uint64_t line);
+  // Applies `batch` to the store (synced with `sync`), then frees the slots
+  // it emptied. Counts a failure.
+  Status Commit(RecordBatch& batch, bool sync);
   LineRecord BuildRecord(uint32_t slot) const;
   // Block state changes (caller holds the stripe). Keep the counters and
   // the dirty index right.
@@ -105,10 +129,20 @@ struct Engine::Impl {
   void MarkDirty(uint32_t slot, uint32_t block, uint32_t crc, bool overwritten, uint64_t epoch);
   void MarkClean(uint32_t slot, uint32_t block);
   void Invalidate(uint32_t slot, uint32_t block);
-  // Frees the slot when no block is valid any more (caller holds the stripe).
-  void ReleaseIfEmpty(uint32_t slot, MetadataStore::Batch& batch);
+  // Empties the slot when no block is valid any more (caller holds the
+  // stripe); Commit(batch) frees it.
+  void ReleaseIfEmpty(uint32_t slot, RecordBatch& batch);
+  // Durable as recorded: a sync that began after the block's last write
+  // has completed.
   bool IsStable(uint32_t slot, uint32_t block) const {
     return block_epoch[BlockIndex(slot, block)] < flushes_completed.load();
+  }
+  // Maybe durable as recorded: a sync that began after the block's last
+  // write has begun (it may complete at any moment). What such a sync
+  // promises must be announced before it is changed, even while the sync
+  // runs (the stable-record rules in docs/design.md).
+  bool MaybeStable(uint32_t slot, uint32_t block) const {
+    return block_epoch[BlockIndex(slot, block)] < flushes_started.load();
   }
   uint8_t Flags(uint32_t slot, uint32_t block) const { return block_flags[BlockIndex(slot, block)]; }
   Status PutRecord(uint32_t slot, bool sync);
@@ -166,9 +200,13 @@ struct Engine::Impl {
   // Their shared first step: the dirty-region map's changed pages, then the
   // cache device's flush (errors counted).
   Status FlushCacheSide();
-  // Syncs the store; evictions before it are durable afterwards.
+  // Syncs the store; evictions listed before it are durable afterwards.
   Status SyncMetadata();
-  Status SyncIfRecentlyEvicted(uint64_t line);
+  // Before the origin copy of a line changes: syncs the store when one of
+  // `lines` was evicted since the last sync (its old record may still say
+  // clean on disk). Every writer of the origin calls it (rule 2).
+  Status SyncIfRecentlyEvicted(uint64_t line) { return SyncIfRecentlyEvicted({&line, 1}); }
+  Status SyncIfRecentlyEvicted(std::span<const uint64_t> lines);
   // Records on the cache device that the store is durable up to `sequence`
   // (no flush: the next cache flush carries it). Only ever moves forward.
   void WriteSyncMark(uint64_t sequence);
@@ -190,6 +228,7 @@ struct Engine::Impl {
   // middle one.
   void ReadDirty(const std::vector<uint32_t>& slots, CleanJob& job);
   Status WriteClean(CleanJob& job);
+  Status SyncBeforeCleaning(CleanJob& job);
   Status MarkCleaned(const CleanJob& job, const std::function<bool(uint64_t)>& stripe_held);
   // Returns once no line in [first_line, last_line] is being cleaned: an
   // origin write to such a line must not race the cleaner's older copy.
@@ -276,10 +315,13 @@ struct Engine::Impl {
   std::unordered_map<uint64_t, uint32_t> map;
   std::vector<uint32_t> free_slots;
   std::unique_ptr<EvictionPolicy> policy;
-  std::map<uint64_t, uint32_t> dirty_index;
-  // Lines evicted since the last metadata sync: their old records may still
-  // be the durable ones (see SyncIfRecentlyEvicted).
-  std::unordered_set<uint64_t> unsynced_evictions;  // origin line -> slot, for sorted cleaning
+  std::map<uint64_t, uint32_t> dirty_index;  // origin line -> slot, for sorted cleaning
+  // Lines evicted since the last metadata sync, with the order they were
+  // listed in: their old records may still be the durable ones (see
+  // SyncIfRecentlyEvicted). A sync removes only what was listed before it
+  // began.
+  std::unordered_map<uint64_t, uint64_t> unsynced_evictions;
+  uint64_t evictions_listed = 0;
   uint64_t clean_cursor = 0;
   // Lines whose dirty blocks are on their way to the origin with their
   // stripes released (CleanLines); under mu. Never evicted meanwhile.

@@ -1,10 +1,12 @@
 // The I/O paths: how a read, a write and a discard move through the cache.
 // Each request is split into line segments; a segment holds its line's
 // stripe for its I/O, so two requests on one line never interleave.
+#include <algorithm>
 #include <bitset>
 #include <cstring>
 
 #include "cachecore/checksum.h"
+#include "cachecore/steps.h"
 #include "engine_impl.h"
 
 namespace cachecore {
@@ -129,9 +131,9 @@ Status Engine::Impl::ReadSegment(const Segment& seg, uint8_t* out, bool bypass, 
       b = e;
     }
     if (changed) PutRecord(*slot, false);
-    MetadataStore::Batch batch;
+    RecordBatch batch;
     ReleaseIfEmpty(*slot, batch);
-    if (!batch.empty()) dev.metadata->Apply(batch, false);
+    if (!batch.empty()) (void)Commit(batch, false);
   }
   if (window != out) std::memcpy(out, window + (seg.begin - size_t{b0} * kBlockSize), seg.end - seg.begin);
   return Status::Ok();
@@ -209,7 +211,7 @@ bool Engine::Impl::MarkOverwrite(uint32_t slot, uint32_t b0, uint32_t b1, bool o
   for (uint32_t b = b0; b < b1; ++b) {
     size_t i = BlockIndex(slot, b);
     uint8_t f = block_flags[i];
-    if (!(f & kValid) || !IsStable(slot, b)) continue;
+    if (!(f & kValid) || !MaybeStable(slot, b)) continue;
     if (f & kDirty) {
       block_flags[i] |= kOverwritten;
     } else if (!origin_write) {
@@ -251,6 +253,7 @@ Status Engine::Impl::CacheWriteFailed(const Segment& seg, uint32_t slot, const u
   const uint32_t b0 = seg.first_block(), b1 = seg.end_block();
   CountCacheError(stats.cache_write_err);
   CACHECORE_RETURN_IF_ERROR(AnnounceOverwrite(slot, b0, b1, /*origin_write=*/true));
+  CACHECORE_RETURN_IF_ERROR(SyncIfRecentlyEvicted(seg.line));
   WaitWhileCleaning(seg.line, seg.line);
   Status o = dev.origin->Write(OriginOffset(seg.line, b0), data, uint64_t{b1 - b0} * kBlockSize);
   if (o.ok()) o = dev.origin->Flush();
@@ -259,10 +262,10 @@ Status Engine::Impl::CacheWriteFailed(const Segment& seg, uint32_t slot, const u
     return o;
   }
   for (uint32_t b = b0; b < b1; ++b) Invalidate(slot, b);
-  MetadataStore::Batch batch;
-  batch.PutLine(slot, BuildRecord(slot));
+  RecordBatch batch;
+  batch.records.PutLine(slot, BuildRecord(slot));
   ReleaseIfEmpty(slot, batch);
-  return dev.metadata->Apply(batch, true);
+  return Commit(batch, true);
 }
 
 void Engine::Impl::UpdateCachedBlocks(uint32_t slot, uint32_t b0, uint32_t b1,
@@ -288,7 +291,9 @@ Status Engine::Impl::ThroughSegment(const Segment& seg, std::optional<uint32_t> 
   const uint32_t b0 = seg.first_block(), b1 = seg.end_block();
   const uint8_t* exact = window + (seg.begin - size_t{b0} * kBlockSize);
   if (slot) CACHECORE_RETURN_IF_ERROR(AnnounceOverwrite(*slot, b0, b1, /*origin_write=*/true));
-  else CACHECORE_RETURN_IF_ERROR(SyncIfRecentlyEvicted(seg.line));
+  // Cached or not, the line may have left another slot whose record still
+  // says clean on disk.
+  CACHECORE_RETURN_IF_ERROR(SyncIfRecentlyEvicted(seg.line));
   WaitWhileCleaning(seg.line, seg.line);
   Status s = dev.origin->Write(seg.line * line_size + seg.begin, exact, seg.end - seg.begin);
   if (!s.ok()) LiveStats::Bump(stats.origin_write_err);
@@ -299,7 +304,7 @@ Status Engine::Impl::ThroughSegment(const Segment& seg, std::optional<uint32_t> 
     slot = Allocate(seg.line);
   }
   if (!slot) return s;
-  MetadataStore::Batch batch;
+  RecordBatch batch;
   if (keep_copies) {
     // Whole blocks replace the cached copy; a partial block is merged with
     // the cached copy when there is one.
@@ -315,10 +320,9 @@ Status Engine::Impl::ThroughSegment(const Segment& seg, std::optional<uint32_t> 
     // origin error the cached copy may be older than the origin: drop it.
     for (uint32_t b = b0; b < b1; ++b) Invalidate(*slot, b);
   }
-  batch.PutLine(*slot, BuildRecord(*slot));
+  batch.records.PutLine(*slot, BuildRecord(*slot));
   ReleaseIfEmpty(*slot, batch);
-  Status m = dev.metadata->Apply(batch, false);
-  if (!m.ok()) LiveStats::Bump(stats.metadata_err);
+  Status m = Commit(batch, false);
   return s.ok() ? m : s;
 }
 
@@ -338,18 +342,21 @@ Status Engine::Impl::DiscardSegment(const Segment& seg) {
     dropped_dirty |= dirty;
     Invalidate(*slot, b);
   }
-  MetadataStore::Batch batch;
-  batch.PutLine(*slot, BuildRecord(*slot));
+  RecordBatch batch;
+  batch.records.PutLine(*slot, BuildRecord(*slot));
   ReleaseIfEmpty(*slot, batch);
   // Dropped dirty data must stay dropped before the slot can hold another
   // line, or a crash could bring it back under the new line's name.
-  return dev.metadata->Apply(batch, dropped_dirty);
+  return Commit(batch, dropped_dirty);
 }
 
-Status Engine::Impl::SyncIfRecentlyEvicted(uint64_t line) {
+Status Engine::Impl::SyncIfRecentlyEvicted(std::span<const uint64_t> lines) {
   {
     std::lock_guard lock(mu);
-    if (!unsynced_evictions.count(line)) return Status::Ok();
+    if (unsynced_evictions.empty() ||
+        std::none_of(lines.begin(), lines.end(), [&](uint64_t l) { return unsynced_evictions.count(l); })) {
+      return Status::Ok();
+    }
   }
   // The line's record may still say "clean" on disk while its slot is gone:
   // make the eviction durable before the origin copy changes.
@@ -357,18 +364,28 @@ Status Engine::Impl::SyncIfRecentlyEvicted(uint64_t line) {
 }
 
 Status Engine::Impl::SyncMetadata() {
-  std::unordered_set<uint64_t> covered;
+  uint64_t listed;
   {
     std::lock_guard lock(mu);
-    covered.swap(unsynced_evictions);
+    listed = evictions_listed;
   }
+  ReachedStep("sync-metadata-1-begun");  // a test point
   const uint64_t sequence = dev.metadata->LatestSequence();  // durable once Sync() returns
   Status m = dev.metadata->Sync();
   if (!m.ok()) {
     LiveStats::Bump(stats.metadata_err);
-    std::lock_guard lock(mu);
-    unsynced_evictions.merge(covered);  // still not durable
     return m;
+  }
+  {
+    // Only what was listed before the sync began is durable now (each
+    // listing follows its delete into the store); an eviction listed
+    // meanwhile waits for the next sync.
+    std::lock_guard lock(mu);
+    if (evictions_listed == listed) {
+      unsynced_evictions.clear();
+    } else {
+      std::erase_if(unsynced_evictions, [&](const auto& e) { return e.second <= listed; });
+    }
   }
   WriteSyncMark(sequence);
   return m;
@@ -400,6 +417,7 @@ Status Engine::Impl::SyncAll() {
   if (!c.ok() && stats.dirty_lines.load() == 0) c = Status::Ok();
   Status o = dev.origin->Flush();
   if (!o.ok()) LiveStats::Bump(stats.origin_flush_err);
+  ReachedStep("sync-2-devices-flushed");  // a test point
   Status m = (c.ok() && o.ok()) ? SyncMetadata() : Status::Ok();
   if (!c.ok()) return c;
   if (!o.ok()) return o;

@@ -2,6 +2,7 @@
 // each 4 KiB block, allocation and eviction.
 #include <algorithm>
 
+#include "cachecore/steps.h"
 #include "engine_impl.h"
 
 namespace cachecore {
@@ -27,7 +28,6 @@ std::optional<uint32_t> Engine::Impl::Lookup(uint64_t line, uint32_t b0, uint32_
 
 void Engine::Impl::EvictLocked(uint32_t slot, MetadataStore::Batch& batch) {
   map.erase(slot_line[slot]);
-  unsynced_evictions.insert(slot_line[slot]);
   policy->OnRemove(slot);
   for (uint32_t b = 0; b < blocks_per_line; ++b) block_flags[BlockIndex(slot, b)] = 0;
   slot_valid_blocks[slot] = 0;
@@ -37,30 +37,47 @@ void Engine::Impl::EvictLocked(uint32_t slot, MetadataStore::Batch& batch) {
   LiveStats::Bump(stats.occupancy_lines, static_cast<uint64_t>(-1));
 }
 
+void Engine::Impl::ListEvictionLocked(uint64_t line) { unsynced_evictions[line] = ++evictions_listed; }
+
+Status Engine::Impl::Commit(RecordBatch& batch, bool sync) {
+  Status s = dev.metadata->Apply(batch.records, sync);
+  if (!s.ok()) LiveStats::Bump(stats.metadata_err);
+  if (batch.emptied.empty()) return s;
+  // Freed even when the delete failed: the next record for the slot
+  // replaces the old one all the same.
+  std::lock_guard lock(mu);
+  for (const auto& [line, slot] : batch.emptied) {
+    ListEvictionLocked(line);
+    free_slots.push_back(slot);
+  }
+  return s;
+}
+
 std::optional<uint32_t> Engine::Impl::Allocate(uint64_t line) {
   const size_t my_stripe = StripeIndex(line);
   return Allocate(line, {&my_stripe, 1}, {});
 }
 
+// Gives `slot` to `line` (under mu). True when so many evictions wait for a
+// sync that the caller should sync now.
+bool Engine::Impl::TakeSlotLocked(uint32_t slot, uint64_t line) {
+  slot_line[slot] = line;
+  map[line] = slot;
+  if (!pins.Contains(line)) policy->OnInsert(slot, line);  // pinned: never a victim
+  LiveStats::Bump(stats.occupancy_lines);
+  LiveStats::Bump(stats.promotions);
+  return unsynced_evictions.size() > kMaxUnsyncedEvictions;
+}
+
 std::optional<uint32_t> Engine::Impl::Allocate(uint64_t line, std::span<const size_t> held,
                                                std::span<const Segment> keep) {
-  MetadataStore::Batch batch;
   std::unique_lock lock(mu);
   for (int attempt = 0; attempt < 4; ++attempt) {
     if (!free_slots.empty()) {
       uint32_t slot = free_slots.back();
       free_slots.pop_back();
-      slot_line[slot] = line;
-      map[line] = slot;
-      if (!pins.Contains(line)) policy->OnInsert(slot, line);  // pinned: never a victim
-      LiveStats::Bump(stats.occupancy_lines);
-      LiveStats::Bump(stats.promotions);
-      bool many_unsynced = unsynced_evictions.size() > kMaxUnsyncedEvictions;
+      bool many_unsynced = TakeSlotLocked(slot, line);
       lock.unlock();
-      // Drops the old line's record (if an eviction left one in the batch).
-      if (!batch.empty() && !dev.metadata->Apply(batch, false).ok()) {
-        LiveStats::Bump(stats.metadata_err);
-      }
       if (many_unsynced) (void)SyncMetadata();  // bounds the set; a failure is counted
       return slot;
     }
@@ -90,12 +107,29 @@ std::optional<uint32_t> Engine::Impl::Allocate(uint64_t line, std::span<const si
         continue;  // the policy offers another victim next time round
       }
     }
-    EvictLocked(v, batch);
-    LiveStats::Bump(stats.evictions);
-    free_slots.push_back(v);
-    if (locked_stripe) locked_stripe->unlock();
+    return ReuseVictim(v, line, lock, locked_stripe);
   }
   return std::nullopt;
+}
+
+// The victim's slot goes to `line`. Its old record is deleted in the store,
+// and the eviction listed, before the victim's stripe is released: a writer
+// of the victim's line must find the eviction listed (see RecordBatch).
+uint32_t Engine::Impl::ReuseVictim(uint32_t slot, uint64_t line, std::unique_lock<std::mutex>& lock,
+                                   std::mutex* victim_stripe) {
+  const uint64_t old_line = slot_line[slot];
+  MetadataStore::Batch batch;
+  EvictLocked(slot, batch);
+  LiveStats::Bump(stats.evictions);
+  bool many_unsynced = TakeSlotLocked(slot, line);
+  lock.unlock();
+  if (!dev.metadata->Apply(batch, false).ok()) LiveStats::Bump(stats.metadata_err);
+  lock.lock();
+  ListEvictionLocked(old_line);
+  lock.unlock();
+  if (victim_stripe) victim_stripe->unlock();
+  if (many_unsynced) (void)SyncMetadata();
+  return slot;
 }
 
 LineRecord Engine::Impl::BuildRecord(uint32_t slot) const {
@@ -172,11 +206,14 @@ void Engine::Impl::Invalidate(uint32_t slot, uint32_t block) {
   --slot_valid_blocks[slot];
 }
 
-void Engine::Impl::ReleaseIfEmpty(uint32_t slot, MetadataStore::Batch& batch) {
+void Engine::Impl::ReleaseIfEmpty(uint32_t slot, RecordBatch& batch) {
   if (slot_valid_blocks[slot] != 0) return;
-  std::lock_guard lock(mu);
-  EvictLocked(slot, batch);
-  free_slots.push_back(slot);
+  {
+    std::lock_guard lock(mu);
+    batch.emptied.emplace_back(slot_line[slot], slot);
+    EvictLocked(slot, batch.records);
+  }
+  ReachedStep("release-1-emptied");  // a test point: the slot is not free yet
 }
 
 void Engine::Impl::CountCacheError(std::atomic<uint64_t>& counter) {

@@ -135,9 +135,9 @@ uint64_t Engine::Impl::FillLine(uint64_t line, uint8_t* buffer) {
     b = e;
   }
   if (moved > 0) PutRecord(*slot, false);
-  MetadataStore::Batch batch;
+  RecordBatch batch;
   ReleaseIfEmpty(*slot, batch);  // nothing could be read into a new slot
-  if (!batch.empty()) (void)dev.metadata->Apply(batch, false);
+  if (!batch.empty()) (void)Commit(batch, false);
   return moved;
 }
 
@@ -247,19 +247,19 @@ bool Engine::Impl::DemoteColdLine(MoverState& st) {
     // Dirty data goes to the origin first (the cleaner's own path).
     if (!CleanLines({line}, nullptr).ok()) continue;
     std::lock_guard cell(StripeOf(line));
-    MetadataStore::Batch batch;
+    RecordBatch batch;
     {
       std::lock_guard lock(mu);
       if (slot_line[slot] != line || slot_dirty_blocks[slot] > 0 || cleaning.count(line) ||
           pins.Contains(line)) {
         continue;  // changed meanwhile
       }
-      EvictLocked(slot, batch);
-      free_slots.push_back(slot);
+      batch.emptied.emplace_back(line, slot);
+      EvictLocked(slot, batch.records);
     }
     LiveStats::Bump(stats.evictions);
     LiveStats::Bump(placement_demotions);
-    if (!dev.metadata->Apply(batch, false).ok()) LiveStats::Bump(stats.metadata_err);
+    (void)Commit(batch, false);  // frees the slot once its record is deleted
     return true;
   }
   return false;

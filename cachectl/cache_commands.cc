@@ -229,7 +229,9 @@ int StartOne(const Dirs& dirs, const std::string& name, const std::string& front
   if (!from_config.ok()) return Fail(kExitRefused, "start " + name + ": " + from_config.status().message());
   DaemonSpec& spec = from_config.value();
   if (!frontend_override.empty()) spec.frontend = frontend_override;
-  Status s = LaunchDaemon(spec);
+  std::vector<std::string> notices;
+  Status s = LaunchDaemon(spec, &notices);
+  for (const std::string& notice : notices) std::fprintf(stderr, "cachectl: %s\n", notice.c_str());
   if (!s.ok()) {
     Result<DamageReport> damage = AssessNamedCache(dirs, name, config.value());
     if (!damage.ok() || !damage->damaged()) return Fail(ExitCodeOf(s), "start " + name + ": " + s.message());

@@ -48,9 +48,13 @@ int RunCheck(const std::vector<std::string>& args) {
     // The superblock or the store is damaged or gone: say what still can be.
     DamageReport damage = AssessDamage(cache->get(), store.ok() ? store->get() : nullptr,
                                        store.ok() ? "" : store.status().message());
-    PrintDamage(damage, name);
+    std::string repair = PlannedSuperblockRepair(dirs, name, config.value());
+    PrintDamage(damage, name, repair);
     std::fflush(stdout);
-    return Fail(kExitIoFailure, "check: cache '" + name + "' is damaged: " + DescribeDirty(damage));
+    return Fail(kExitIoFailure, "check: cache '" + name + "' is damaged: " +
+                                    (repair.empty() ? DescribeDirty(damage)
+                                                    : "its superblock fails its checksum; 'cachectl start " +
+                                                          name + "' repairs it from the metadata store"));
   }
   const CheckReport& c = r.value();
   std::printf("cache %s (%s)\n", name.c_str(), c.uuid.c_str());

@@ -16,12 +16,15 @@
 #include <ctime>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <shared_mutex>
 #include <thread>
+#include <vector>
 
 #include "cachecore/aio_device.h"
 #include "cachecore/open_device.h"
 #include "cachecore/steps.h"
+#include "cachecore/superblock.h"
 #include "cachecore/wipe.h"
 #include "cli_common.h"
 #include "control.h"
@@ -79,6 +82,7 @@ struct Daemon {
   bool dm_created = false;                  // /dev/mapper/NAME over it
   bool online_swapped = false;              // the online volume points at /dev/nbdN
   std::string frontend_note;                // what the daemon chose, for stats
+  std::vector<std::string> notices;         // for the user of 'start' (a repair made on the way)
   int control_fd = -1;
 
   std::mutex mu;
@@ -214,6 +218,20 @@ Status StopKernelFrontEnd(Daemon& d) {
   return Status::Ok();
 }
 
+// A superblock that only fails its checksum is rewritten from the store
+// when everything else proves the devices are this store's cache
+// (cachecore/superblock.h); the engine then opens it as after a crash.
+Status RepairDamagedSuperblock(Daemon& d) {
+  Result<std::optional<SuperblockRepair>> repair =
+      RepairSuperblock(d.cache.get(), d.origin.get(), d.store.get(), d.spec.engine.line_size);
+  if (!repair.ok()) return repair.status();
+  if (repair->has_value()) {
+    Log("warning", repair->value().message + "; opening as after a crash");
+    d.notices.push_back(repair->value().message);
+  }
+  return Status::Ok();
+}
+
 Status Open(Daemon& d) {
   if (!d.spec.online_volume.empty() && !shim::DeviceExists(HiddenOriginName(d.spec.name))) {
     Result<shim::DmTable> table = shim::DecodeTable(d.spec.online_table);
@@ -231,6 +249,7 @@ Status Open(Daemon& d) {
   auto store = MetadataStore::Open(d.spec.dirs.Metadata(d.spec.name), mo);
   if (!store.ok()) return store.status();
   d.store = std::move(store.value());
+  if (!d.spec.create) CACHECORE_RETURN_IF_ERROR(RepairDamagedSuperblock(d));
   EngineDevices devices{d.origin.get(), d.cache.get(), d.store.get()};
   auto engine = d.spec.create ? Engine::Create(devices, d.spec.engine, d.spec.replace)
                               : Engine::Open(devices, d.spec.engine);
@@ -275,6 +294,15 @@ Status ClaimRunDir(const Dirs& dirs, const std::string& name, int gid) {
   unlink(dirs.ControlSocket(name).c_str());
   unlink(dirs.NbdSocket(name).c_str());
   return Status::Ok();
+}
+
+// What the daemon did on its way up that its starter should show, as
+// "data notice=TEXT" lines before the final answer.
+void ReportNotices(int fd, const Daemon& d) {
+  for (const std::string& notice : d.notices) {
+    std::string line = "data notice=" + notice + "\n";
+    (void)shim::WriteFull(fd, line.data(), line.size());
+  }
 }
 
 void Report(int fd, const Status& s) {
@@ -355,6 +383,9 @@ void SendStats(int fd, Daemon& d) {
   num("bypassed", s.bypassed);
   num("evictions", s.evictions);
   num("cleaner_writes", s.cleaner_writes);
+  // requests.KIND: FUA writes and flushes as the front ends received them.
+  num("requests.fua_writes", d.backend->fua_writes());
+  num("requests.flushes", d.backend->flushes());
   const ErrorCounts& e = s.errors;
   // errors.DEVICE.KIND: the CLI nests them into objects.
   num("errors.cache.read", e.cache_read);
@@ -384,7 +415,10 @@ Status EngineCommand(Daemon& d, int fd, const std::string& cmd,
   if (cmd == "stats reset" && !CallerMayChange(fd)) return Status::Busy("permission denied: run as root");
   if (cmd == "stats" || cmd == "stats reset") {
     SendStats(fd, d);
-    if (cmd == "stats reset") d.engine->ResetStats();
+    if (cmd == "stats reset") {
+      d.engine->ResetStats();
+      d.backend->ResetCounters();
+    }
     return Status::Ok();
   }
   if (auto s = PlacementCommand(*d.engine, cmd, CallerMayChange(fd), DataTo(fd))) return *s;
@@ -504,6 +538,7 @@ void SignalLoop(Daemon& d) {
     d.engine.reset();
     d.origin.reset();
     if (!spec.online_volume.empty()) (void)shim::RemoveDevice(HiddenOriginName(spec.name));
+    ReportNotices(ready_fd, d);
     Report(ready_fd, s);
     _exit(1);
   }
@@ -514,6 +549,7 @@ void SignalLoop(Daemon& d) {
   }
   Log("info", "serving " + spec.name + " (" + CacheModeName(d.engine->mode()) + ") on " +
                   spec.dirs.NbdSocket(spec.name));
+  ReportNotices(ready_fd, d);
   Report(ready_fd, Status::Ok());
   close(ready_fd);
 
@@ -582,7 +618,7 @@ Result<DaemonSpec> SpecFromConfig(const Dirs& dirs, const std::string& name, Cac
   return spec;
 }
 
-Status LaunchDaemon(const DaemonSpec& spec) {
+Status LaunchDaemon(const DaemonSpec& spec, std::vector<std::string>* notices) {
   CACHECORE_RETURN_IF_ERROR(MakeDirs(spec.dirs.StateDir(spec.name), 0700));
   int pipefd[2];
   if (pipe2(pipefd, O_CLOEXEC) != 0) return Status::IoError("pipe");
@@ -602,12 +638,18 @@ Status LaunchDaemon(const DaemonSpec& spec) {
   }
   close(pipefd[1]);
   waitpid(child, nullptr, 0);
+  // The same line format as the control protocol: "data notice=TEXT" lines,
+  // then "ok" or "error CODE MESSAGE".
   std::string line;
-  bool got = ReadLine(pipefd[0], &line);
+  ReplyLine reply;
+  bool got = false;
+  while ((got = ReadLine(pipefd[0], &line))) {
+    reply = ParseReplyLine(line);
+    if (reply.kind != ReplyLine::kData) break;
+    if (notices && reply.text.rfind("notice=", 0) == 0) notices->push_back(reply.text.substr(7));
+  }
   close(pipefd[0]);
   if (!got) return Status::IoError("the daemon died while starting; see " + spec.dirs.LogFile(spec.name));
-  // The same line format as the control protocol: "ok" or "error CODE MESSAGE".
-  ReplyLine reply = ParseReplyLine(line);
   if (reply.kind == ReplyLine::kOk) return Status::Ok();
   if (reply.kind != ReplyLine::kError) return Status::IoError("the daemon said: " + line);
   const std::string& msg = reply.text;

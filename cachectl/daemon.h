@@ -4,6 +4,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "cachecore/engine.h"
 #include "paths.h"
@@ -41,7 +42,10 @@ cachecore::Status CheckFrontend(const std::string& frontend);
 
 // Forks the daemon and waits until it serves (OK) or has failed; the
 // failure comes back as the daemon saw it, before anything was served.
-cachecore::Status LaunchDaemon(const DaemonSpec& spec);
+// `notices`, when given, receives one line per thing the daemon did on its
+// way up that the user should hear of (a superblock rewritten from the
+// metadata store), whether it then served or failed.
+cachecore::Status LaunchDaemon(const DaemonSpec& spec, std::vector<std::string>* notices = nullptr);
 
 // The spec of an attached cache from its saved configuration, to start it
 // (or rebuild it): devices, line size (the superblock's must agree), front

@@ -1,8 +1,11 @@
 #include "damage_cli.h"
 
 #include <cstdio>
+#include <cstdlib>
 
 #include "cachecore/aio_device.h"
+#include "cachecore/open_device.h"
+#include "cachecore/superblock.h"
 
 namespace cachectl {
 
@@ -20,6 +23,20 @@ Result<DamageReport> AssessNamedCache(const Dirs& dirs, const std::string& name,
                       store.ok() ? "" : store.status().message());
 }
 
+std::string PlannedSuperblockRepair(const Dirs& dirs, const std::string& name, CacheConfig& config) {
+  AioOptions ro;
+  ro.read_only = true;
+  auto origin = OpenOriginDevice(config["origin"], /*read_only=*/true);
+  auto cache = OpenAioDevice(config["cache"], ro);
+  MetadataOptions mo;
+  mo.read_only = true;
+  auto store = MetadataStore::Open(dirs.Metadata(name), mo);
+  if (!origin.ok() || !cache.ok() || !store.ok()) return "";
+  uint32_t line_size = static_cast<uint32_t>(std::strtoul(config["line_size"].c_str(), nullptr, 10));
+  auto plan = PlanSuperblockRepair(cache->get(), origin->get(), store->get(), line_size);
+  return plan.ok() && plan->has_value() ? plan->value().message : "";
+}
+
 std::string DescribeDirty(const DamageReport& r) {
   uint64_t bytes = 0;
   for (auto [at, len] : r.stale) bytes += len;
@@ -35,9 +52,17 @@ std::string DescribeDirty(const DamageReport& r) {
   }
 }
 
-void PrintDamage(const DamageReport& r, const std::string& name) {
+void PrintDamage(const DamageReport& r, const std::string& name, const std::string& planned_repair) {
   std::printf("cache %s: damaged\n", name.c_str());
   if (!r.superblock_problem.empty()) std::printf("  superblock      %s\n", r.superblock_problem.c_str());
+  if (!planned_repair.empty()) {
+    // Everything but the superblock's checksum agrees: nothing is lost.
+    std::printf("  repairable      'cachectl start %s' rewrites the superblock from the metadata store,\n"
+                "                  keeping every block (the store, the origin and the cache device's sync\n"
+                "                  mark agree)\n",
+                name.c_str());
+    return;
+  }
   if (!r.store_problem.empty()) std::printf("  metadata        %s\n", r.store_problem.c_str());
   std::printf("  dirty data      %s\n", DescribeDirty(r).c_str());
   for (auto [at, len] : r.stale) {

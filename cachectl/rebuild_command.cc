@@ -66,6 +66,11 @@ int RunRebuild(const std::vector<std::string>& args) {
   Result<DamageReport> damage = AssessNamedCache(dirs, name, config.value());
   if (!damage.ok()) return Fail(ExitCodeOf(damage.status()), "rebuild: " + damage.status().message());
   if (damage->dirty != DamageReport::Dirty::kNone && !vm.count("force")) {
+    if (!PlannedSuperblockRepair(dirs, name, config.value()).empty()) {
+      return Fail(kExitRefused, "rebuild: only the superblock of '" + name + "' is damaged, and the cache "
+                  "holds dirty data: 'cachectl start " + name + "' rewrites the superblock from the metadata "
+                  "store and keeps it (--force rebuilds anyway, dropping it)");
+    }
     return Fail(kExitRefused, "rebuild: " + DescribeDirty(damage.value()) +
                 "; 'cachectl check " + name + "' lists them; --force rebuilds anyway");
   }

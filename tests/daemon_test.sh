@@ -62,6 +62,7 @@ nbdinfo "nbd+unix:///vol?socket=$W/run/vol/nbd" | grep -q "export-size: 26843545
 io vol -c 'read -P 0x42 0 4M'                      # the origin's data, through the cache
 io vol -c 'read -P 0x42 0 1M' -c 'read -P 0x42 0 1M'
 io vol -c 'write -P 0x17 8M 2M' -c 'flush' -c 'read -P 0x17 8M 2M'
+io vol -c 'write -f -P 0x18 12M 64k'                # FUA
 expect 0 "" -- stats vol --json
 for key in '"name": "vol"' '"state": "running"' '"mode": "writeback"' '"line_size": 65536' \
            '"capacity_lines"' '"occupancy_lines"' '"dirty_lines"' '"read_hits"' '"read_misses"' \
@@ -71,6 +72,8 @@ for key in '"name": "vol"' '"state": "running"' '"mode": "writeback"' '"line_siz
   grep -q "$key" "$W/out" || fail "stats --json lacks $key: $(cat "$W/out")"
 done
 grep -q '"read_hits": 0,' "$W/out" && fail "no read hits after reading the same data twice"
+grep -q '"requests": {"fua_writes": [1-9][0-9]*, "flushes": [1-9]' "$W/out" ||
+  fail "the FUA write or the flush was not counted: $(cat "$W/out")"
 expect 0 "" -- stats vol --csv
 [ "$(head -1 "$W/out" | cut -d, -f1-3)" = "name,state,mode" ] || fail "stats --csv header: $(head -1 "$W/out")"
 timeout 2.5 "$C" stats vol --csv --watch 1 >"$W/watch" 2>&1

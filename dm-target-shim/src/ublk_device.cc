@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cachecore/block_device.h"
+#include "ublk_request.h"
 
 namespace shim {
 
@@ -24,7 +25,6 @@ namespace {
 constexpr uint16_t kQueues = 2;          // one thread each; the machines have 2 cores
 constexpr uint16_t kDepth = 64;          // requests per queue
 constexpr uint32_t kMaxIo = 512 * 1024;  // bytes per request
-constexpr uint32_t kZeroChunk = 1 << 20;
 
 Status Errno(const std::string& what, int err) {
   return Status::IoError(what + ": " + std::strerror(err));
@@ -118,29 +118,6 @@ struct UblkDevice::Impl {
     return Command(UBLK_CMD_SET_PARAMS, "set parameters", &p, sizeof(p));
   }
 
-  // The request in `desc`, run on the backend; the value to commit.
-  int32_t Run(const ublksrv_io_desc& desc, uint8_t* buf) {
-    uint64_t offset = desc.start_sector << 9;
-    uint64_t len = uint64_t{desc.nr_sectors} << 9;
-    bool fua = (desc.op_flags >> 8) & UBLK_IO_F_FUA;
-    Status s;
-    switch (desc.op_flags & 0xff) {
-      case UBLK_IO_OP_READ: s = backend->Read(offset, buf, len); break;
-      case UBLK_IO_OP_WRITE: s = backend->Write(offset, buf, len, fua); break;
-      case UBLK_IO_OP_FLUSH: return backend->Flush().ok() ? 0 : -EIO;
-      case UBLK_IO_OP_DISCARD: return backend->Trim(offset, len).ok() ? 0 : -EIO;
-      case UBLK_IO_OP_WRITE_ZEROES: {
-        static const AlignedBuffer* zeros = new AlignedBuffer(kZeroChunk);
-        for (uint64_t done = 0; done < len && s.ok(); done += kZeroChunk) {
-          s = backend->Write(offset + done, zeros->data(), std::min<uint64_t>(kZeroChunk, len - done), fua);
-        }
-        return s.ok() ? 0 : -EIO;
-      }
-      default: return -EOPNOTSUPP;
-    }
-    return s.ok() ? static_cast<int32_t>(len) : -EIO;
-  }
-
   void Queue(uint16_t q) {
     io_uring ring{};
     if (io_uring_queue_init(kDepth * 2, &ring, IORING_SETUP_SQE128) < 0) return;
@@ -184,7 +161,7 @@ struct UblkDevice::Impl {
         --live;
         continue;
       }
-      submit(UBLK_IO_COMMIT_AND_FETCH_REQ, tag, Run(descs[tag], bufs[tag].data()));
+      submit(UBLK_IO_COMMIT_AND_FETCH_REQ, tag, RunUblkRequest(*backend, descs[tag], bufs[tag].data()));
       io_uring_submit(&ring);
     }
     munmap(map, desc_bytes);

@@ -2,8 +2,9 @@
 # Runs inside the guest (tests/guest/guest.sh): the cached volume as a
 # kernel block device. For ublk and kernel NBD (netlink and ioctls), write-through and
 # write-back: attach, /dev/mapper/vol appears over the kernel device; ext4 on it, files with
-# recorded checksums; stop is refused while mounted; unmount, detach; the
-# origin alone passes e2fsck and holds every file.
+# recorded checksums; ext4's FUA writes and flushes reach the engine as such;
+# stop is refused while mounted; unmount, detach; the origin alone passes
+# e2fsck and holds every file.
 set -eu
 fail() { echo "FAIL: $*"; exit 1; }
 modprobe loop
@@ -42,6 +43,12 @@ for mode in writethrough writeback; do
   grep -q '"read_hits": 0,' /data/stats && fail "no read hits: $(cat /data/stats)"
   grep -q "\"frontend\": \"${frontend%-ioctl}\"" /data/stats || fail "front end: $(cat /data/stats)"
   grep -q '"kernel_device": "/dev/\(nbd\|ublkb\)' /data/stats || fail "stats lacks the kernel device"
+  # ext4's journal commits are written with FUA (jbd2, barriers on), and the
+  # device advertises FUA, so the kernel sends them on as FUA writes: they
+  # must reach the engine as such, not as plain writes acknowledged unsynced.
+  echo "requests: $(grep -o '"requests": {[^}]*}' /data/stats)"
+  grep -q '"fua_writes": [1-9]' /data/stats || fail "no FUA write reached the engine: $(cat /data/stats)"
+  grep -q '"flushes": [1-9]' /data/stats || fail "no flush reached the engine: $(cat /data/stats)"
   cachectl detach vol
   [ -e /dev/mapper/vol ] && fail "/dev/mapper/vol is still there after detach"
   losetup -d /dev/loop0

@@ -19,12 +19,15 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "cachecore/block_device.h"
 #include "cachecore/status.h"
 
 namespace cachecore {
+
+class MetadataStore;
 
 constexpr uint32_t kFormatVersion = 1;
 constexpr uint32_t kSuperblockSize = 4096;
@@ -84,6 +87,43 @@ Result<uint64_t> DecodeSyncMark(const Uuid& uuid, const uint8_t* in);
 // lost, when `recovered_sequence` is below it or the mark is damaged; OK
 // for a blank mark (a cache made before marks existed).
 Status CheckSyncMark(BlockDevice* cache, const Uuid& uuid, uint64_t recovered_sequence);
+
+// Repair of a damaged superblock from the metadata store, whose identity
+// record holds every field the superblock holds except the shutdown flags.
+//
+// Repairable means damaged, not foreign: the magic and the format version
+// field are intact and the checksum fails. A superblock without the magic
+// (zeros, another filesystem) is not a cache's; one of another format
+// version may be a newer cachectl's, whose checksum lies elsewhere.
+// It is rewritten only when every check that can still be made agrees
+// with the store: the store's format version; the origin's size and
+// identity; the line size asked for (0: any); the cache device holds the
+// store's line count of that size; and the sync mark on the cache device
+// carries the store's cache UUID (its checksum is seeded with it) and a
+// sequence the store has reached. A blank mark confirms nothing: refused.
+// The fields of the damaged copy are not trusted (any of them may be the
+// damage); the ones that differ from the store are named in the message.
+//
+// The rewritten superblock says the last shutdown was not clean and left
+// dirty data: the flags were lost, so the next Engine::Open proves what a
+// crash may have left, and nothing takes the cache for one without dirty data.
+struct SuperblockRepair {
+  Superblock superblock;  // the replacement: the store's identity
+  std::string message;    // one line: what was damaged and what replaced it
+};
+
+// Reads only. nullopt when there is nothing to repair (the superblock is
+// whole, or there is none: Engine::Open's own checks speak for those);
+// kCorruption saying which check failed when the superblock is damaged but
+// cannot be rewritten from `store`; kIoError when a device cannot be read.
+Result<std::optional<SuperblockRepair>> PlanSuperblockRepair(BlockDevice* cache, BlockDevice* origin,
+                                                             MetadataStore* store,
+                                                             uint32_t wanted_line_size);
+// PlanSuperblockRepair, then writes the replacement and flushes the cache
+// device. Writes nothing unless every check passed.
+Result<std::optional<SuperblockRepair>> RepairSuperblock(BlockDevice* cache, BlockDevice* origin,
+                                                         MetadataStore* store,
+                                                         uint32_t wanted_line_size);
 
 // The identity as a metadata-store value, and back.
 std::string EncodeIdentity(const CacheIdentity& id);

@@ -2,6 +2,8 @@
 // serves. Does not own the engine.
 #pragma once
 
+#include <atomic>
+
 #include "cachecore/engine.h"
 #include "shim/nbd_server.h"
 
@@ -16,13 +18,28 @@ class EngineBackend : public NbdBackend {
     return engine_->Read(offset, buffer, length);
   }
   Status Write(uint64_t offset, const void* buffer, uint64_t length, bool fua) override {
+    if (fua) fua_writes_.fetch_add(1, std::memory_order_relaxed);
     return engine_->Write(offset, buffer, length, fua);
   }
-  Status Flush() override { return engine_->Sync(); }
+  Status Flush() override {
+    flushes_.fetch_add(1, std::memory_order_relaxed);
+    return engine_->Sync();
+  }
   Status Trim(uint64_t offset, uint64_t length) override { return engine_->Discard(offset, length); }
+
+  // What the front ends asked for, counted here rather than in the engine
+  // so that a test can see a kernel's FUA and flush requests arrive as such
+  // (a front end that drops the FUA bit still writes the data).
+  uint64_t fua_writes() const { return fua_writes_.load(std::memory_order_relaxed); }
+  uint64_t flushes() const { return flushes_.load(std::memory_order_relaxed); }
+  void ResetCounters() {
+    fua_writes_.store(0, std::memory_order_relaxed);
+    flushes_.store(0, std::memory_order_relaxed);
+  }
 
  private:
   cachecore::Engine* engine_;
+  std::atomic<uint64_t> fua_writes_{0}, flushes_{0};
 };
 
 }  // namespace shim

@@ -354,7 +354,9 @@ void SendStats(int fd, Daemon& d) {
     std::snprintf(b, sizeof(b), "%.4f", v);
     kv(k, b);
   };
-  kv("state", s.failed ? "failed" : "running");
+  // metadata_failed first: it refuses writes, where failed passes them through.
+  kv("state", s.metadata_failed ? "metadata_failed" : s.failed ? "failed" : "running");
+  kv("metadata_failed", s.metadata_failed ? "true" : "false");
   kv("mode", CacheModeName(d.engine->mode()));
   kv("frontend", d.frontend_note);
   kv("kernel_device", d.kernel ? d.kernel->device() : "");
@@ -563,6 +565,12 @@ void SignalLoop(Daemon& d) {
   d.nbd->Stop();
   Status done = detach ? d.engine->Detach() : d.engine->Shutdown();
   if (done.ok() && detach && d.wipe) done = WipeCacheDevice(d);
+  if (!done.ok() && !detach && d.store && d.store->failed()) {
+    // The stop the user asked for happened; it could not be recorded as
+    // clean, so the next start recovers the store and proves what is fresh.
+    Log("warning", "stop: not a clean shutdown: " + done.message());
+    done = Status::Ok();
+  }
   Log(done.ok() ? "info" : "error", std::string(detach ? "detach" : "stop") + ": " + done.ToString());
   // Close everything (the store's lock above all) before answering, so a
   // 'cachectl start' right after the answer finds it free.

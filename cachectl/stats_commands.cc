@@ -21,7 +21,10 @@ namespace {
 
 using Fields = std::vector<std::pair<std::string, std::string>>;
 
-bool IsNumber(const std::string& v) {
+// A number, or a boolean field's value, goes into JSON bare; anything else
+// as a string (a cache may well be named "true").
+bool IsJsonLiteral(const std::string& key, const std::string& v) {
+  if (key == "metadata_failed") return v == "true" || v == "false";
   return !v.empty() && v.find_first_not_of("0123456789.") == std::string::npos;
 }
 
@@ -35,7 +38,7 @@ std::string ToJson(const Fields& f) {
     size_t dot = k.find('.');
     std::string head = k.substr(0, dot);
     if (!leaves.count(head) && !groups.count(head)) order.push_back(head);
-    if (dot == std::string::npos) leaves[head] = IsNumber(v) ? v : JsonString(v);
+    if (dot == std::string::npos) leaves[head] = IsJsonLiteral(head, v) ? v : JsonString(v);
     else groups[head].push_back({k.substr(dot + 1), v});
   }
   std::string out = "{";
@@ -165,10 +168,10 @@ int RunList(const std::vector<std::string>& args) {
     std::printf("name,state,mode,origin,cache,dirty_lines,hit_ratio,kernel_device,dm_device\n");
     for (const Fields& r : rows) std::printf("%s\n", CsvRow(r).c_str());
   } else {
-    std::printf("%-16s %-8s %-12s %-6s %-8s %s -> %s\n", "NAME", "STATE", "MODE", "DIRTY", "HIT", "ORIGIN", "CACHE");
+    std::printf("%-16s %-15s %-12s %-6s %-8s %s -> %s\n", "NAME", "STATE", "MODE", "DIRTY", "HIT", "ORIGIN", "CACHE");
     for (const Fields& r : rows) {
       std::string device = r[8].second.empty() ? "(NBD socket)" : r[8].second;
-      std::printf("%-16s %-8s %-12s %-6s %-8s %-18s %s -> %s\n", r[0].second.c_str(), r[1].second.c_str(),
+      std::printf("%-16s %-15s %-12s %-6s %-8s %-18s %s -> %s\n", r[0].second.c_str(), r[1].second.c_str(),
                   r[2].second.c_str(), r[5].second.c_str(), r[6].second.c_str(), device.c_str(),
                   r[3].second.c_str(), r[4].second.c_str());
     }

@@ -288,6 +288,13 @@ Status CheckRange(const Engine::Impl& impl, uint64_t offset, uint64_t length) {
   return Status::Ok();
 }
 
+// After a metadata write or sync failed, nothing that changes what the
+// cache holds or promises is accepted (its records could not say so); reads
+// go on. A restart reopens the store.
+Status RefuseIfMetadataFailed(const Engine::Impl& impl) {
+  return impl.dev.metadata->failed() ? impl.dev.metadata->failure() : Status::Ok();
+}
+
 // Hit and miss counters of one direction (reads or writes).
 struct DirectionCounters {
   std::atomic<uint64_t>& hits;
@@ -333,6 +340,7 @@ Status Engine::Read(uint64_t offset, void* buffer, uint64_t length) {
 
 Status Engine::Write(uint64_t offset, const void* buffer, uint64_t length, bool fua) {
   CACHECORE_RETURN_IF_ERROR(CheckRange(*impl_, offset, length));
+  CACHECORE_RETURN_IF_ERROR(RefuseIfMetadataFailed(*impl_));
   LiveStats& st = impl_->stats;
   const auto* in = static_cast<const uint8_t*>(buffer);
   const bool bypass = Bypass(*impl_, offset, length);
@@ -350,6 +358,7 @@ Status Engine::Write(uint64_t offset, const void* buffer, uint64_t length, bool 
 
 Status Engine::Discard(uint64_t offset, uint64_t length) {
   CACHECORE_RETURN_IF_ERROR(CheckRange(*impl_, offset, length));
+  CACHECORE_RETURN_IF_ERROR(RefuseIfMetadataFailed(*impl_));
   CACHECORE_RETURN_IF_ERROR(ForEachSegment(offset, length, impl_->line_size,
       [&](const Segment& seg, uint64_t) { return impl_->DiscardSegment(seg); }));
   if (!impl_->dev.origin->supports_discard()) return Status::Ok();
@@ -365,18 +374,21 @@ Status Engine::Discard(uint64_t offset, uint64_t length) {
 
 Status Engine::Sync() {
   if (impl_->shut_down.load()) return Status::Busy("the cache is shut down");
+  CACHECORE_RETURN_IF_ERROR(RefuseIfMetadataFailed(*impl_));
   return impl_->SyncAll();
 }
 
 Status Engine::Flush(const FlushProgress& progress) {
   std::lock_guard lock(impl_->manage_mu);
   if (impl_->shut_down.load()) return Status::Busy("the cache is shut down");
+  CACHECORE_RETURN_IF_ERROR(RefuseIfMetadataFailed(*impl_));
   return impl_->FlushAll(progress);
 }
 
 Status Engine::SetMode(CacheMode mode, const FlushProgress& progress) {
   std::lock_guard lock(impl_->manage_mu);
   if (impl_->shut_down.load()) return Status::Busy("the cache is shut down");
+  CACHECORE_RETURN_IF_ERROR(RefuseIfMetadataFailed(*impl_));
   CacheMode old = impl_->mode.load();
   if (old == CacheMode::kWriteBack && mode != CacheMode::kWriteBack) {
     // New writes stop making dirty data while the old dirty data is cleaned.
@@ -425,7 +437,9 @@ Status Engine::SetSequentialCutoff(uint64_t bytes) {
 }
 
 StatsSnapshot Engine::stats() const {
-  return impl_->stats.Snapshot(impl_->capacity, impl_->failed.load());
+  StatsSnapshot s = impl_->stats.Snapshot(impl_->capacity, impl_->failed.load());
+  s.metadata_failed = impl_->dev.metadata->failed();
+  return s;
 }
 void Engine::ResetStats() { impl_->stats.ResetCounters(); }
 uint32_t Engine::line_size() const { return impl_->line_size; }

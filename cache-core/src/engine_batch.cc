@@ -160,7 +160,8 @@ bool Engine::Impl::ReadBatch(uint64_t offset, uint8_t* out, uint64_t length, boo
     ReleaseLines(b);
     return true;
   }
-  if (hits < b.cached.size() && !bypass && EffectiveMode() != CacheMode::kPassThrough) {
+  if (hits < b.cached.size() && !bypass && EffectiveMode() != CacheMode::kPassThrough &&
+      !dev.metadata->failed()) {
     PromoteBatch(out, b);
   }
   ReleaseLines(b);

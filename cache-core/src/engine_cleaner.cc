@@ -310,6 +310,11 @@ void Engine::Impl::CleanerLoop() {
     lock.unlock();
     const uint64_t high = uint64_t{capacity} * dirty_high_pct.load() / 100;
     const uint64_t low = uint64_t{capacity} * dirty_low_pct.load() / 100;
+    // Cleaning ends in a synced record; with a failed store it cannot.
+    if (dev.metadata->failed()) {
+      lock.lock();
+      continue;
+    }
     if (failed.load() || stats.dirty_lines.load() > high) {
       uint64_t target = failed.load() ? 0 : low;
       while (stats.dirty_lines.load() > target) {

@@ -112,7 +112,7 @@ Status Engine::Impl::ReadSegment(const Segment& seg, uint8_t* out, bool bypass, 
 
   CacheMode mode = EffectiveMode();
   bool promote = misses > 0 && !bypass && mode != CacheMode::kPassThrough &&
-                 admission.AdmitOnMiss(seg.line);
+                 !dev.metadata->failed() && admission.AdmitOnMiss(seg.line);
   if (promote && !slot) slot = Allocate(seg.line);
   if (promote && slot) {
     bool changed = false;

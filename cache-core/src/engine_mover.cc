@@ -83,7 +83,8 @@ void Engine::Impl::MoverLoop() {
     tokens = std::min<double>(static_cast<double>(std::max<uint64_t>(rate, line_size)),
                               tokens + static_cast<double>(rate) * std::chrono::duration<double>(t - last).count());
     last = t;
-    if (EffectiveMode() != CacheMode::kPassThrough) {
+    // Moving lines changes records; with a failed store nothing moves.
+    if (EffectiveMode() != CacheMode::kPassThrough && !dev.metadata->failed()) {
       tokens -= static_cast<double>(FillPins(state, static_cast<uint64_t>(tokens)));
       if (InPlacementWindow(now)) {
         // Cleaning first, in sorted, coalesced passes: the cold lines that

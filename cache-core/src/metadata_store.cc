@@ -1,8 +1,16 @@
 #include "cachecore/metadata_store.h"
 
 #include <rocksdb/db.h>
+#include <rocksdb/listener.h>
 #include <rocksdb/write_batch.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
 #include <cstring>
 
 #include "cachecore/checksum.h"
@@ -41,6 +49,59 @@ rocksdb::WriteOptions WriteOpts(bool sync) {
   o.sync = sync;
   return o;
 }
+
+// Makes every background error RocksDB meets fatal, so that it stops
+// taking writes at once. A failed log append is otherwise a "regular"
+// error (ENOSPC, say): the DB goes on, and the next write, already queued
+// behind the failed one, appends to the log file that failed, which a
+// RocksDB built with assertions (Debian's) answers with an abort. The
+// listener runs inside the failed write, before the next one may start;
+// MetadataStore's own guard covers what comes later.
+class StopAtFirstError : public rocksdb::EventListener {
+ public:
+  const char* Name() const override { return "cachectl-stop-at-first-error"; }
+  void OnBackgroundError(rocksdb::BackgroundErrorReason, rocksdb::Status* bg_error) override {
+    if (bg_error != nullptr && !bg_error->ok()) {
+      *bg_error = rocksdb::Status(*bg_error, rocksdb::Status::Severity::kFatalError);
+    }
+  }
+  // No recovery in place (RocksDB's own for ENOSPC asserts on a fatal
+  // error): the engine reopens the store when the cache is restarted.
+  void OnErrorRecoveryBegin(rocksdb::BackgroundErrorReason, rocksdb::Status,
+                            bool* auto_recovery) override {
+    if (auto_recovery != nullptr) *auto_recovery = false;
+  }
+};
+
+// RocksDB's informational log (LOG in the store's directory), written so
+// that a failed write is only a lost line. RocksDB's own writes it through
+// a file writer that, in builds with assertions, aborts the process at the
+// next line after a failed one: on a full metadata disk that is the first
+// error message it logs.
+class TolerantLogger : public rocksdb::Logger {
+ public:
+  explicit TolerantLogger(const std::string& dir) {
+    const std::string path = dir + "/LOG";
+    (void)std::rename(path.c_str(), (path + ".old").c_str());  // keep the last run's
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
+  }
+  ~TolerantLogger() override {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  using rocksdb::Logger::Logv;
+  void Logv(const char* format, va_list ap) override {
+    if (fd_ < 0) return;
+    char line[1024];
+    int n = std::vsnprintf(line, sizeof(line) - 1, format, ap);
+    if (n < 0) return;
+    size_t len = std::min<size_t>(static_cast<size_t>(n), sizeof(line) - 2);
+    line[len++] = '\n';
+    (void)!::write(fd_, line, len);  // a full disk loses the line, nothing more
+  }
+
+ private:
+  int fd_ = -1;
+};
 
 }  // namespace
 
@@ -90,6 +151,30 @@ Result<LineRecord> DecodeLineRecord(const std::string& v) {
 MetadataStore::MetadataStore(rocksdb::DB* db) : db_(db) {}
 MetadataStore::~MetadataStore() = default;
 
+template <typename Op>
+Status MetadataStore::Guarded(bool exclusive, Op op) {
+  std::shared_lock shared(io_mu_, std::defer_lock);
+  std::unique_lock sole(io_mu_, std::defer_lock);
+  if (exclusive) sole.lock();
+  else shared.lock();
+  if (failed()) return failure();
+  Status s = op();
+  if (!s.ok()) {
+    std::lock_guard lock(failure_mu_);
+    if (!failed()) {
+      failure_ = Status::IoError("the metadata store failed (" + s.message() +
+                                 "); nothing more is written to it until the cache is restarted");
+      failed_.store(true, std::memory_order_release);
+    }
+  }
+  return s;
+}
+
+Status MetadataStore::failure() const {
+  std::lock_guard lock(failure_mu_);
+  return failure_;
+}
+
 Result<std::unique_ptr<MetadataStore>> MetadataStore::Open(const std::string& path,
                                                            const MetadataOptions& options) {
   rocksdb::Options o;
@@ -104,6 +189,11 @@ Result<std::unique_ptr<MetadataStore>> MetadataStore::Open(const std::string& pa
   // log, which Sync() makes durable. This also keeps a close after an I/O
   // failure from doing more damage.
   o.avoid_flush_during_shutdown = true;
+  o.listeners.push_back(std::make_shared<StopAtFirstError>());
+  if (!options.read_only) {
+    ::mkdir(path.c_str(), 0755);  // RocksDB makes it too; the log comes first
+    o.info_log = std::make_shared<TolerantLogger>(path);
+  }
   rocksdb::DB* db = nullptr;
   rocksdb::Status s = options.read_only ? rocksdb::DB::OpenForReadOnly(o, path, &db)
                                         : rocksdb::DB::Open(o, path, &db);
@@ -124,8 +214,10 @@ Result<CacheIdentity> MetadataStore::GetIdentity() {
 }
 
 Status MetadataStore::PutIdentity(const CacheIdentity& identity, bool sync) {
-  return FromRocks(db_->Put(WriteOpts(sync), kIdentityKey, EncodeIdentity(identity)),
-                   "writing the cache identity");
+  return Guarded(false, [&] {
+    return FromRocks(db_->Put(WriteOpts(sync), kIdentityKey, EncodeIdentity(identity)),
+                     "writing the cache identity");
+  });
 }
 
 Result<std::string> MetadataStore::GetConfig(const std::string& name) {
@@ -137,7 +229,9 @@ Result<std::string> MetadataStore::GetConfig(const std::string& name) {
 }
 
 Status MetadataStore::PutConfig(const std::string& name, const std::string& value, bool sync) {
-  return FromRocks(db_->Put(WriteOpts(sync), kConfigPrefix + name, value), "config " + name);
+  return Guarded(false, [&] {
+    return FromRocks(db_->Put(WriteOpts(sync), kConfigPrefix + name, value), "config " + name);
+  });
 }
 
 MetadataStore::Batch::Batch() : rep_(std::make_unique<rocksdb::WriteBatch>()) {}
@@ -152,20 +246,25 @@ void MetadataStore::Batch::Clear() { rep_->Clear(); }
 Status MetadataStore::Apply(Batch& batch, bool sync) {
   if (batch.empty() && !sync) return Status::Ok();
   if (batch.empty()) return Sync();
-  return FromRocks(db_->Write(WriteOpts(sync), batch.rep()), "writing line metadata");
+  return Guarded(false, [&] {
+    return FromRocks(db_->Write(WriteOpts(sync), batch.rep()), "writing line metadata");
+  });
 }
 
 uint64_t MetadataStore::LatestSequence() const { return db_->GetLatestSequenceNumber(); }
 
 Status MetadataStore::Sync() {
-  rocksdb::Status s = db_->SyncWAL();
-  if (s.IsNotSupported()) {
-    // Some Envs (the in-memory one replay uses) cannot sync the log alone;
-    // a synced write syncs it with everything before it.
-    s = db_->Put(WriteOpts(true), "sync", rocksdb::Slice());
-  }
-  return FromRocks(s, "syncing the metadata log");
+  return Guarded(true, [&] {
+    rocksdb::Status s = db_->SyncWAL();
+    if (s.IsNotSupported()) {
+      // Some Envs (the in-memory one replay uses) cannot sync the log alone;
+      // a synced write syncs it with everything before it.
+      s = db_->Put(WriteOpts(true), "sync", rocksdb::Slice());
+    }
+    return FromRocks(s, "syncing the metadata log");
+  });
 }
+
 
 Status MetadataStore::ForEachLine(
     const std::function<Status(uint64_t, const LineRecord&)>& visit) {
@@ -184,8 +283,10 @@ Status MetadataStore::ForEachLine(
 Status MetadataStore::DeleteAllLines() {
   std::string end(kLinePrefix);
   end.back() = static_cast<char>(end.back() + 1);
-  return FromRocks(db_->DeleteRange(WriteOpts(true), db_->DefaultColumnFamily(), kLinePrefix, end),
-                   "clearing line metadata");
+  return Guarded(false, [&] {
+    return FromRocks(db_->DeleteRange(WriteOpts(true), db_->DefaultColumnFamily(), kLinePrefix, end),
+                     "clearing line metadata");
+  });
 }
 
 }  // namespace cachecore

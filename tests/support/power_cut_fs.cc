@@ -17,7 +17,12 @@ class TrackedFile : public rocksdb::FSWritableFileOwnerWrapper {
 
   rocksdb::IOStatus Append(const rocksdb::Slice& data, const rocksdb::IOOptions& o,
                            rocksdb::IODebugContext* dbg) override {
-    if (fs_->frozen()) return PowerIsOff();
+    switch (fs_->power()) {
+      case PowerCutFs::Power::kOff: return PowerIsOff();
+      case PowerCutFs::Power::kOffQuietly: return rocksdb::IOStatus::OK();  // lost, unknowingly
+      case PowerCutFs::Power::kOn: break;
+    }
+    if (rocksdb::IOStatus e = fs_->InjectedAppendError(); !e.ok()) return e;
     rocksdb::IOStatus s = target()->Append(data, o, dbg);
     if (s.ok()) fs_->Appended(fname_, data.size());
     return s;
@@ -32,7 +37,12 @@ class TrackedFile : public rocksdb::FSWritableFileOwnerWrapper {
     return rocksdb::IOStatus::NotSupported("PositionedAppend");
   }
   rocksdb::IOStatus Sync(const rocksdb::IOOptions& o, rocksdb::IODebugContext* dbg) override {
-    if (fs_->frozen()) return PowerIsOff();
+    switch (fs_->power()) {
+      case PowerCutFs::Power::kOff: return PowerIsOff();
+      case PowerCutFs::Power::kOffQuietly: return rocksdb::IOStatus::OK();  // nothing made durable
+      case PowerCutFs::Power::kOn: break;
+    }
+    if (rocksdb::IOStatus e = fs_->InjectedSyncError(); !e.ok()) return e;
     rocksdb::IOStatus s = target()->Sync(o, dbg);
     if (s.ok()) fs_->Synced(fname_);
     return s;
@@ -64,9 +74,9 @@ PowerCutStorage NewPowerCutStorage() {
   return s;
 }
 
-bool PowerCutFs::frozen() const {
+PowerCutFs::Power PowerCutFs::power() const {
   std::lock_guard lock(mu_);
-  return frozen_;
+  return power_;
 }
 
 void PowerCutFs::Appended(const std::string& fname, uint64_t bytes) {
@@ -140,7 +150,30 @@ rocksdb::IOStatus PowerCutFs::DeleteFile(const std::string& fname, const rocksdb
 
 void PowerCutFs::PowerCut() {
   std::lock_guard lock(mu_);
-  frozen_ = true;
+  if (power_ == Power::kOn) power_ = Power::kOff;
+}
+
+void PowerCutFs::PowerCutQuietly() {
+  std::lock_guard lock(mu_);
+  power_ = Power::kOffQuietly;
+}
+
+void PowerCutFs::FailWrites(rocksdb::IOStatus append_error, rocksdb::IOStatus sync_error) {
+  std::lock_guard lock(mu_);
+  append_error_ = std::move(append_error);
+  sync_error_ = std::move(sync_error);
+}
+
+void PowerCutFs::Heal() { FailWrites(rocksdb::IOStatus::OK(), rocksdb::IOStatus::OK()); }
+
+rocksdb::IOStatus PowerCutFs::InjectedAppendError() const {
+  std::lock_guard lock(mu_);
+  return append_error_;
+}
+
+rocksdb::IOStatus PowerCutFs::InjectedSyncError() const {
+  std::lock_guard lock(mu_);
+  return sync_error_;
 }
 
 void PowerCutFs::Restore() {
@@ -152,7 +185,7 @@ void PowerCutFs::Restore() {
       f.size = f.synced;
     }
   }
-  frozen_ = false;
+  power_ = Power::kOn;
 }
 
 }  // namespace cachecore::testing

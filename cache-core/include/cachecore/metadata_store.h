@@ -5,11 +5,20 @@
 //                   big-endian u64, so an iteration visits slots in order
 // Writes are unsynced by default; Sync() makes everything written so far
 // durable (the engine calls it on FLUSH and FUA). Thread-safe.
+//
+// The first write or sync that fails puts the handle in a failed state:
+// every later write and sync fails at once, with the first error, without
+// reaching RocksDB (whose builds with assertions, Debian's among them,
+// abort the process at a log sync after a failed log write). Reads still
+// work. Reopening the store runs RocksDB's recovery and starts afresh.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
+#include <shared_mutex>
 #include <string>
 #include <vector>
 
@@ -94,9 +103,22 @@ class MetadataStore {
   // Removes every line record (a cold start over a fresh store).
   Status DeleteAllLines();
 
+  // True once a write or sync failed (see above); the first error then.
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
+  Status failure() const;
+
  private:
   explicit MetadataStore(rocksdb::DB* db);
+  // Runs a write (shared) or a log sync (exclusive: a sync never runs
+  // beside a write that may fail, nor after one that did) unless the
+  // handle has failed, and fails the handle when it fails.
+  template <typename Op>
+  Status Guarded(bool exclusive, Op op);
   std::unique_ptr<rocksdb::DB> db_;
+  std::shared_mutex io_mu_;
+  std::atomic<bool> failed_{false};
+  mutable std::mutex failure_mu_;
+  Status failure_;  // under failure_mu_
 };
 
 }  // namespace cachecore

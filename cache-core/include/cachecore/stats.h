@@ -28,6 +28,9 @@ struct StatsSnapshot {
   uint64_t cleaner_writes = 0, cleaned_blocks = 0;
   ErrorCounts errors;
   bool failed = false;  // past the error threshold: new I/O passes through
+  // A metadata write or sync failed: writes, trims and flushes fail with an
+  // I/O error, reads go on, until the cache is restarted (stop, start).
+  bool metadata_failed = false;
 
   double read_hit_ratio() const;
   double hit_ratio() const;

@@ -149,6 +149,69 @@ TEST_P(RaceTest, FailedCacheSyncBeforeCleaningStillProtectsTheOlderRecord) {
   EXPECT_EQ(rig_.OriginStampedAfterDetach(5), first) << "the cache served an older copy";
 }
 
+// Found reviewing the fixes above (each failed before its own fix): a
+// dirty block announced as kDirtyOverwritten (any 4 KiB there is accepted)
+// while the sync that promises it had not flushed it yet. The slot's
+// flushed content was another line's; here the sync's cache flush fails.
+TEST_P(RaceTest, AnnouncementWaitsForTheDataItPromises) {
+  config_.mode = CacheMode::kWriteBack;
+  ASSERT_TRUE(rig_.Create(config_).ok());
+  rig_.WriteStamped(7, 1);  // line 7 -> slot S
+  ASSERT_TRUE(rig_.engine().Sync().ok());
+  ASSERT_TRUE(rig_.engine().Discard(7 * 4096, 4096).ok());  // S freed
+  rig_.WriteStamped(9, 1);  // line 9 -> slot S, fresh, unflushed
+  rig_.cache().FailAlways(kFaultFlush);
+  OnStepOnce("sync-2-devices-flushed", [&] {
+    AlignedBuffer b2(4096);
+    for (uint64_t s = 0; s < 8; ++s) StampSector(b2.data() + s * 512, 2, 9 * 8 + s);
+    (void)rig_.engine().Write(9 * 4096, b2.data(), 4096, false);  // fails: the flush fails
+  });
+  EXPECT_FALSE(rig_.engine().Sync().ok());
+  rig_.cache().ClearFaults();
+  Cut();
+  uint64_t got = rig_.ReadStamped(9);
+  EXPECT_TRUE(got == 0 || got == 1 || got == 2) << "block 9 holds " << got;
+}
+
+// A stable clean block invalidated without a sync (a transient cache read
+// error) kept its durable kClean record; a write-back write over the now
+// invalid block was not flagged as over clean data, and the cleaner wrote
+// the origin with no sync first (rule 3).
+TEST_P(RaceTest, InvalidatedStableCleanBlockIsSyncedBeforeItIsRewritten) {
+  config_.mode = CacheMode::kWriteBack;
+  ASSERT_TRUE(rig_.Create(config_).ok());
+  rig_.WriteStamped(5, 1);
+  ASSERT_TRUE(rig_.engine().Flush().ok());  // cleaned: durable, stable kClean
+  rig_.cache().FailNth(kFaultRead, 1);
+  EXPECT_EQ(rig_.ReadStamped(5), 1u);  // read error: the block leaves the cache
+  rig_.WriteStamped(5, 2);
+  OnStepOnce("flush-2-origin-synced", [&] { rig_.Freeze(); });
+  EXPECT_FALSE(rig_.engine().Flush().ok());
+  Cut();
+  uint64_t first = rig_.ReadStamped(5);
+  EXPECT_TRUE(first == 1 || first == 2) << first;
+  EXPECT_EQ(rig_.OriginStampedAfterDetach(5), first) << "the cache served an older copy";
+}
+
+// A cache write that fails over to the origin over a block written back
+// over stable clean data: rule 3 holds there as in the cleaner.
+TEST_P(RaceTest, CacheWriteFailingOverToTheOriginKeepsRule3) {
+  config_.mode = CacheMode::kWriteBack;
+  ASSERT_TRUE(rig_.Create(config_).ok());
+  rig_.WriteStamped(5, 1);
+  ASSERT_TRUE(rig_.engine().Flush().ok());  // durable, stable kClean
+  rig_.WriteStamped(5, 2);                  // over it: unannounced
+  rig_.cache().FailNth(kFaultWrite, 1);     // the next cache write fails
+  OnStepOnce("release-1-emptied", [&] { rig_.Freeze(); });  // after the origin's flush
+  AlignedBuffer buf(4096);
+  for (uint64_t s = 0; s < 8; ++s) StampSector(buf.data() + s * 512, 3, 5 * 8 + s);
+  EXPECT_FALSE(rig_.engine().Write(5 * 4096, buf.data(), 4096, false).ok());
+  Cut();
+  uint64_t first = rig_.ReadStamped(5);
+  EXPECT_TRUE(first == 1 || first == 2 || first == 3) << first;
+  EXPECT_EQ(rig_.OriginStampedAfterDetach(5), first) << "the cache served an older copy";
+}
+
 INSTANTIATE_TEST_SUITE_P(PowerCutModes, RaceTest,
                          ::testing::Values(PowerCutMode::kDropUnsynced, PowerCutMode::kTear,
                                            PowerCutMode::kKeepUnsynced),

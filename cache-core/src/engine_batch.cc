@@ -201,6 +201,19 @@ void Engine::Impl::PromoteBatch(const uint8_t* data, LineBatch& b) {
   if (!records.empty()) (void)Commit(records, false);
 }
 
+// AnnounceOverwrite's first step for the whole batch: one cache-side flush
+// when a block it rewrites is promised by a running sync but maybe not yet
+// flushed. False when that flush failed (nothing is written then).
+bool Engine::Impl::FlushBeforeAnnouncing(const LineBatch& b) {
+  for (size_t i = 0; i < b.segments.size(); ++i) {
+    const Segment& seg = b.segments[i];
+    if (b.slots[i] != kNoSlot && PromisedButUnflushed(b.slots[i], seg.first_block(), seg.end_block())) {
+      return FlushCacheSide().ok();
+    }
+  }
+  return true;
+}
+
 bool Engine::Impl::WriteBackBatch(uint64_t offset, const uint8_t* in, uint64_t length, bool bypass,
                                   Tally& tally, Status& result) {
   if (bypass || EffectiveMode() != CacheMode::kWriteBack || !Batchable(offset, in, length)) return false;
@@ -216,6 +229,11 @@ bool Engine::Impl::WriteBackBatch(uint64_t offset, const uint8_t* in, uint64_t l
   // synced metadata batch (see AnnounceOverwrite); then the data goes to
   // the cache in one batch.
   MetadataStore::Batch announcements;
+  if (!FlushBeforeAnnouncing(b)) {
+    keep_first_error(Status::IoError("the cache device failed a flush"));
+    ReleaseLines(b);
+    return true;
+  }
   for (size_t i = 0; i < b.segments.size(); ++i) {
     const Segment& seg = b.segments[i];
     uint8_t* data = const_cast<uint8_t*>(in + b.at[i]);  // a write's data is only read from it

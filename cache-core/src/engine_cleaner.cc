@@ -130,8 +130,8 @@ Status Engine::Impl::SyncBeforeCleaning(CleanJob& job) {
     over_clean = over_clean || (p.verified && p.over_clean);
   }
   if (over_clean) {
-    job.held_back = SyncCacheSide();  // syncs the store too
-    if (!job.held_back.ok()) job.held_back = SyncMetadata();
+    (void)FlushCacheSide();  // counted when it fails; the records go on
+    job.held_back = SyncMetadata();
     if (job.held_back.ok()) return Status::Ok();
     for (DirtyPiece& p : job.pieces) p.verified = p.verified && !p.over_clean;
   }

@@ -177,6 +177,7 @@ struct Engine::Impl {
   uint64_t NoteHits(const LineBatch& batch, Tally& tally);
   std::optional<uint32_t> AllocateInBatch(LineBatch& batch, size_t segment);
   void PromoteBatch(const uint8_t* data, LineBatch& batch);
+  bool FlushBeforeAnnouncing(const LineBatch& batch);
   // The cache device failed a write-back write: the data goes to the
   // origin, durably, and the blocks leave the cache.
   Status CacheWriteFailed(const Segment& seg, uint32_t slot, const uint8_t* data);
@@ -193,12 +194,10 @@ struct Engine::Impl {
   // Fills the partial edge blocks of `seg` in `window` from cache or origin.
   Status FillEdges(const Segment& seg, std::optional<uint32_t> slot, uint8_t* window);
   Status SyncAll();
-  // SyncAll without the origin's flush: the cache device's data (with the
-  // dirty-region map's changed pages), then the records. Blocks do not
-  // become stable by it (the origin may still lack written-through data).
-  Status SyncCacheSide();
-  // Their shared first step: the dirty-region map's changed pages, then the
-  // cache device's flush (errors counted).
+  // SyncAll's first step, also taken alone (before the cleaner writes
+  // blocks over clean data, before an announcement that promises data):
+  // the dirty-region map's changed pages, then the cache device's flush
+  // (errors counted). Blocks do not become stable by it.
   Status FlushCacheSide();
   // Syncs the store; evictions listed before it are durable afterwards.
   Status SyncMetadata();
@@ -211,6 +210,9 @@ struct Engine::Impl {
   // (no flush: the next cache flush carries it). Only ever moves forward.
   void WriteSyncMark(uint64_t sequence);
   Status AnnounceOverwrite(uint32_t slot, uint32_t b0, uint32_t b1, bool origin_write);
+  // A dirty block in [b0, b1) that a running sync promises but whose data
+  // may not be on the cache device durably yet: flush before announcing.
+  bool PromisedButUnflushed(uint32_t slot, uint32_t b0, uint32_t b1) const;
   // AnnounceOverwrite's state change alone: true when the slot's record
   // must be synced before the write (the caller syncs, maybe with others).
   bool MarkOverwrite(uint32_t slot, uint32_t b0, uint32_t b1, bool origin_write);

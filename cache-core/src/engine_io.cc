@@ -46,7 +46,7 @@ Status Engine::Impl::ReadCachedBlocks(uint64_t line, uint32_t slot, uint32_t b0,
                                       uint8_t* dst) {
   Status s = dev.cache->Read(SlotOffset(slot, b0), dst, uint64_t{b1 - b0} * kBlockSize);
   if (!s.ok()) CountCacheError(stats.cache_read_err);
-  bool repaired = false;
+  bool repaired = false, stable_changed = false;
   for (uint32_t b = b0; b < b1; ++b) {
     uint8_t* block = dst + size_t{b - b0} * kBlockSize;
     if (s.ok() && Crc32c(block, kBlockSize) == block_crc[BlockIndex(slot, b)]) continue;
@@ -64,6 +64,7 @@ Status Engine::Impl::ReadCachedBlocks(uint64_t line, uint32_t slot, uint32_t b0,
       LiveStats::Bump(stats.origin_read_err);
       return o;
     }
+    stable_changed = stable_changed || IsStable(slot, b);
     if (!s.ok()) {
       Invalidate(slot, b);  // the cache device failed here; do not trust it
       repaired = true;
@@ -78,7 +79,10 @@ Status Engine::Impl::ReadCachedBlocks(uint64_t line, uint32_t slot, uint32_t b0,
     }
     repaired = true;
   }
-  if (repaired) PutRecord(slot, false);
+  // A stable clean block that changed keeps its durable kClean record until
+  // the new one is synced; a write-back write over it meanwhile would not
+  // know to sync before cleaning (rule 3: MarkDirty sees no clean block).
+  if (repaired) PutRecord(slot, stable_changed);
   return Status::Ok();
 }
 
@@ -203,7 +207,19 @@ Status Engine::Impl::WriteSegment(const Segment& seg, const uint8_t* in, bool by
 // block per flush epoch; later writes in the epoch need nothing.
 Status Engine::Impl::AnnounceOverwrite(uint32_t slot, uint32_t b0, uint32_t b1,
                                        bool origin_write) {
+  if (PromisedButUnflushed(slot, b0, b1)) CACHECORE_RETURN_IF_ERROR(FlushCacheSide());
   return MarkOverwrite(slot, b0, b1, origin_write) ? PutRecord(slot, true) : Status::Ok();
+}
+
+// kDirtyOverwritten accepts whatever 4 KiB the cache holds, which is true
+// only once the data it overwrites is durable there. A block a running sync
+// promises (MaybeStable) may not be flushed yet: that sync's cache flush
+// may still be ahead, or may fail. Its data is flushed first.
+bool Engine::Impl::PromisedButUnflushed(uint32_t slot, uint32_t b0, uint32_t b1) const {
+  for (uint32_t b = b0; b < b1; ++b) {
+    if ((Flags(slot, b) & kDirty) && MaybeStable(slot, b) && !IsStable(slot, b)) return true;
+  }
+  return false;
 }
 
 bool Engine::Impl::MarkOverwrite(uint32_t slot, uint32_t b0, uint32_t b1, bool origin_write) {
@@ -253,6 +269,15 @@ Status Engine::Impl::CacheWriteFailed(const Segment& seg, uint32_t slot, const u
   const uint32_t b0 = seg.first_block(), b1 = seg.end_block();
   CountCacheError(stats.cache_write_err);
   CACHECORE_RETURN_IF_ERROR(AnnounceOverwrite(slot, b0, b1, /*origin_write=*/true));
+  // Rule 3, as the cleaner keeps it: blocks written back over stable clean
+  // data since the last sync get their fresh record synced before the
+  // origin moves on, or the older kClean record could outlive a cut.
+  for (uint32_t b = b0; b < b1; ++b) {
+    if ((Flags(slot, b) & kOverClean) && !IsStable(slot, b)) {
+      CACHECORE_RETURN_IF_ERROR(PutRecord(slot, true));
+      break;
+    }
+  }
   CACHECORE_RETURN_IF_ERROR(SyncIfRecentlyEvicted(seg.line));
   WaitWhileCleaning(seg.line, seg.line);
   Status o = dev.origin->Write(OriginOffset(seg.line, b0), data, uint64_t{b1 - b0} * kBlockSize);
@@ -334,20 +359,23 @@ Status Engine::Impl::DiscardSegment(const Segment& seg) {
   // in part is dropped when clean (the origin's copy, discarded there too,
   // is then the only one) and kept when dirty (cleaning rewrites it whole).
   const uint32_t b0 = seg.first_block(), b1 = seg.end_block();
-  bool dropped_dirty = false;
+  bool dropped_dirty = false, dropped_stable = false;
   for (uint32_t b = b0; b < b1; ++b) {
     bool whole = b * kBlockSize >= seg.begin && (b + 1) * kBlockSize <= seg.end;
     bool dirty = (Flags(*slot, b) & kDirty) != 0;
     if (!whole && dirty) continue;
     dropped_dirty |= dirty;
+    dropped_stable |= (Flags(*slot, b) & kValid) && IsStable(*slot, b);
     Invalidate(*slot, b);
   }
   RecordBatch batch;
   batch.records.PutLine(*slot, BuildRecord(*slot));
   ReleaseIfEmpty(*slot, batch);
   // Dropped dirty data must stay dropped before the slot can hold another
-  // line, or a crash could bring it back under the new line's name.
-  return Commit(batch, dropped_dirty);
+  // line, or a crash could bring it back under the new line's name; and a
+  // dropped stable clean block's kClean record must not outlive the drop
+  // (a later write-back write over the block would not know of it: rule 3).
+  return Commit(batch, dropped_dirty || dropped_stable);
 }
 
 Status Engine::Impl::SyncIfRecentlyEvicted(std::span<const uint64_t> lines) {
@@ -433,11 +461,6 @@ Status Engine::Impl::FlushCacheSide() {
   Status c = dev.cache->Flush();
   if (!c.ok()) CountCacheError(stats.cache_flush_err);
   return c;
-}
-
-Status Engine::Impl::SyncCacheSide() {
-  CACHECORE_RETURN_IF_ERROR(FlushCacheSide());
-  return SyncMetadata();
 }
 
 Status Engine::Impl::PersistDirtyMap(MapWrite what, bool flush) {

@@ -178,13 +178,41 @@ std::optional<std::string> DmNameOf(const std::string& path) {
   return std::string(name);
 }
 
+Result<bool> IsOpen(const std::string& name) {
+  NoUdev();
+  Task info(dm_task_create(DM_DEVICE_INFO));
+  dm_info i{};
+  if (!info || !dm_task_set_name(info.get(), name.c_str()) || !dm_task_run(info.get()) ||
+      !dm_task_get_info(info.get(), &i) || !i.exists) {
+    return Status::NotFound("no device-mapper device named " + name);
+  }
+  return i.open_count > 0;
+}
+
+Result<bool> DependsOn(const std::string& name, const std::string& path) {
+  NoUdev();
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0 || !S_ISBLK(st.st_mode)) return false;
+  Task t(dm_task_create(DM_DEVICE_DEPS));
+  if (!t || !dm_task_set_name(t.get(), name.c_str()) || !dm_task_run(t.get())) {
+    return Status::IoError("cannot read what " + name + " maps onto");
+  }
+  dm_deps* deps = dm_task_get_deps(t.get());
+  for (uint32_t i = 0; deps != nullptr && i < deps->count; ++i) {
+    // The kernel's encoding of a device number (huge_encode_dev).
+    uint64_t dev = deps->device[i];
+    uint64_t dep_major = (dev & 0xfff00) >> 8;
+    uint64_t dep_minor = (dev & 0xff) | ((dev >> 12) & 0xfff00);
+    if (dep_major == major(st.st_rdev) && dep_minor == minor(st.st_rdev)) return true;
+  }
+  return false;
+}
+
 Status RemoveDevice(const std::string& name) {
   NoUdev();
   if (!DeviceExists(name)) return Status::Ok();
-  Task info(dm_task_create(DM_DEVICE_INFO));
-  dm_info i{};
-  if (info && dm_task_set_name(info.get(), name.c_str()) && dm_task_run(info.get()) &&
-      dm_task_get_info(info.get(), &i) && i.open_count > 0) {
+  Result<bool> open = IsOpen(name);
+  if (open.ok() && open.value()) {
     return Status::Busy("/dev/mapper/" + name + " is in use (mounted or open); unmount it first");
   }
   Task t(dm_task_create(DM_DEVICE_REMOVE));

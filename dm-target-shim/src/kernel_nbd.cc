@@ -3,12 +3,15 @@
 #include <fcntl.h>
 #include <linux/nbd-netlink.h>
 #include <linux/nbd.h>
+#include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 
 #include "nbd_protocol.h"
 #include "netlink.h"
@@ -17,6 +20,39 @@ namespace shim {
 
 namespace {
 constexpr uint8_t kNbdGenlVersion = 1;
+// The device's request timer, in ms. A request the dead daemon had taken
+// is sent again on the new connection when its timer fires after the
+// reconnect, so this bounds how long the volume waits after `start` (the
+// kernel's default is 30 s). With no NBD timeout set the timer never fails
+// a request; it only logs one that is slow.
+constexpr const char* kRequestTimerMs = "10000";
+// How long Reconnect waits for the kernel to see the old connection die.
+constexpr auto kReconnectWait = std::chrono::seconds(10);
+
+std::string SysBlock(int index) { return "/sys/block/nbd" + std::to_string(index); }
+std::string DevicePath(int index) { return "/dev/nbd" + std::to_string(index); }
+
+// The first line of a sysfs attribute; empty when there is none.
+std::string ReadAttribute(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// Best effort: a kernel without the attribute keeps its default.
+void WriteAttribute(const std::string& path, const char* value) {
+  std::ofstream out(path);
+  out << value;
+}
+
+void PutSocket(GenlMessage& m, int fd) {
+  size_t sockets = m.BeginNest(NBD_ATTR_SOCKETS);
+  size_t item = m.BeginNest(NBD_SOCK_ITEM);
+  m.PutU32(NBD_SOCK_FD, static_cast<uint32_t>(fd));
+  m.EndNest(item);
+  m.EndNest(sockets);
+}
 
 Result<uint16_t> NbdFamily() {
   Result<uint16_t> id = GenlFamily(NBD_GENL_FAMILY_NAME);
@@ -63,7 +99,7 @@ Result<std::unique_ptr<KernelNbd>> KernelNbd::ConnectByIoctl(int kernel_end, uin
 }
 
 Result<std::unique_ptr<KernelNbd>> KernelNbd::Connect(NbdServer* server, uint64_t size_bytes,
-                                                      uint32_t block_size) {
+                                                      uint32_t block_size, const std::string& backend) {
   // Netlink unless the kernel lacks it (or CACHECTL_NBD_IOCTL=1 asks for
   // the ioctls, which is how the guest tests reach that path).
   const char* force = std::getenv("CACHECTL_NBD_IOCTL");
@@ -95,11 +131,9 @@ Result<std::unique_ptr<KernelNbd>> KernelNbd::Connect(NbdServer* server, uint64_
   m.PutU64(NBD_ATTR_BLOCK_SIZE_BYTES, block_size);
   m.PutU64(NBD_ATTR_SERVER_FLAGS, kKernelFlags);
   m.PutU64(NBD_ATTR_TIMEOUT, 0);  // the daemon answers or is gone: no request timeout
-  size_t sockets = m.BeginNest(NBD_ATTR_SOCKETS);
-  size_t item = m.BeginNest(NBD_SOCK_ITEM);
-  m.PutU32(NBD_SOCK_FD, static_cast<uint32_t>(pair[1]));
-  m.EndNest(item);
-  m.EndNest(sockets);
+  m.PutU64(NBD_ATTR_DEAD_CONN_TIMEOUT, kReattachSeconds);  // gone: hold the I/O for the next one
+  m.PutString(NBD_ATTR_BACKEND_IDENTIFIER, backend);
+  PutSocket(m, pair[1]);
   Result<GenlAttrs> reply = GenlCall(m, "connecting a kernel NBD device");
   close(pair[1]);  // the kernel holds its own reference now
   if (!reply.ok()) return reply.status();
@@ -107,10 +141,65 @@ Result<std::unique_ptr<KernelNbd>> KernelNbd::Connect(NbdServer* server, uint64_
   if (it == reply->end() || it->second.size() < 4) {
     return Status::IoError("the kernel did not say which NBD device it connected");
   }
-  uint32_t index;
-  std::memcpy(&index, it->second.data(), 4);
-  return std::unique_ptr<KernelNbd>(new KernelNbd(static_cast<int>(index),
-                                                  "/dev/nbd" + std::to_string(index)));
+  uint32_t raw_index;
+  std::memcpy(&raw_index, it->second.data(), 4);
+  int index = static_cast<int>(raw_index);
+  WriteAttribute(SysBlock(index) + "/queue/io_timeout", kRequestTimerMs);
+  return std::unique_ptr<KernelNbd>(new KernelNbd(index, DevicePath(index)));
+}
+
+// One NBD_CMD_RECONFIGURE with a new socket; our end when the kernel took
+// the other. The kernel answers OK without taking it when the device has
+// no dead connection to replace (it has not yet seen the old daemon's
+// socket close): then our end finds its peer gone, and that is kBusy.
+Result<int> KernelNbd::HandOverSocket(uint16_t family, int index, const std::string& backend) {
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+    return Status::IoError(std::string("socketpair: ") + std::strerror(errno));
+  }
+  GenlMessage m(family, NBD_CMD_RECONFIGURE, kNbdGenlVersion);
+  m.PutU32(NBD_ATTR_INDEX, static_cast<uint32_t>(index));
+  m.PutString(NBD_ATTR_BACKEND_IDENTIFIER, backend);
+  m.PutU64(NBD_ATTR_DEAD_CONN_TIMEOUT, kReattachSeconds);  // a device of an older cachectl had none
+  PutSocket(m, pair[1]);
+  Result<GenlAttrs> reply = GenlCall(m, "handing " + DevicePath(index) + " to a new daemon");
+  close(pair[1]);  // the kernel holds its own reference, if it took it
+  pollfd ours{pair[0], POLLRDHUP, 0};
+  if (reply.ok() && poll(&ours, 1, 0) == 1 && (ours.revents & (POLLRDHUP | POLLHUP))) {
+    reply = Status::Busy(DevicePath(index) + " still has a live connection (is the daemon that served it running?)");
+  }
+  if (!reply.ok()) {
+    close(pair[0]);
+    return reply.status();
+  }
+  return pair[0];
+}
+
+Result<std::unique_ptr<KernelNbd>> KernelNbd::Reconnect(NbdServer* server, int index,
+                                                        const std::string& backend) {
+  const std::string dev = DevicePath(index);
+  if (access((SysBlock(index) + "/pid").c_str(), F_OK) != 0) {
+    return Status::NotFound(dev + " is no longer connected");
+  }
+  std::string serves = ReadAttribute(SysBlock(index) + "/backend");
+  if (!serves.empty() && serves != backend) return Status::Busy(dev + " serves " + serves + " now");
+  Result<uint16_t> family = NbdFamily();
+  if (!family.ok()) return family.status();
+  const auto deadline = std::chrono::steady_clock::now() + kReconnectWait;
+  Result<int> ours = HandOverSocket(family.value(), index, backend);
+  while (!ours.ok() && ours.status().code() == cachecore::StatusCode::kBusy &&
+         std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    ours = HandOverSocket(family.value(), index, backend);
+  }
+  if (!ours.ok()) return ours.status();
+  Status adopted = server->Adopt(ours.value());
+  if (!adopted.ok()) {
+    close(ours.value());  // the kernel goes on holding the I/O for another try
+    return adopted;
+  }
+  WriteAttribute(SysBlock(index) + "/queue/io_timeout", kRequestTimerMs);
+  return std::unique_ptr<KernelNbd>(new KernelNbd(index, dev));
 }
 
 Status KernelNbd::Disconnect() {

@@ -3,10 +3,12 @@
 #include <linux/genetlink.h>
 #include <linux/netlink.h>
 #include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <string>
 
 namespace shim {
 
@@ -15,6 +17,9 @@ using cachecore::Status;
 
 namespace {
 size_t Align4(size_t n) { return (n + 3) & ~size_t{3}; }
+// The kernel answers at once; a reply that does not come is reported, not
+// waited for forever.
+constexpr int kReplySeconds = 30;
 }  // namespace
 
 GenlMessage::GenlMessage(uint16_t family, uint8_t command, uint8_t version)
@@ -55,6 +60,8 @@ std::vector<uint8_t>& GenlMessage::bytes() {
 Result<GenlAttrs> GenlCall(GenlMessage& msg, const std::string& what) {
   int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_GENERIC);
   if (fd < 0) return Status::NotSupported("netlink: " + std::string(std::strerror(errno)));
+  timeval patience{kReplySeconds, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &patience, sizeof(patience));
   sockaddr_nl kernel{};
   kernel.nl_family = AF_NETLINK;
   std::vector<uint8_t>& out = msg.bytes();
@@ -68,7 +75,10 @@ Result<GenlAttrs> GenlCall(GenlMessage& msg, const std::string& what) {
   while (true) {
     ssize_t n = recv(fd, in.data(), in.size(), 0);
     if (n < 0) {
-      Status s = Status::IoError(what + ": netlink receive: " + std::strerror(errno));
+      Status s = errno == EAGAIN || errno == EWOULDBLOCK
+                     ? Status::IoError(what + ": the kernel did not answer in " +
+                                       std::to_string(kReplySeconds) + " s")
+                     : Status::IoError(what + ": netlink receive: " + std::strerror(errno));
       close(fd);
       return s;
     }

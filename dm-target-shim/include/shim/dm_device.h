@@ -22,6 +22,10 @@ cachecore::Status CreateLinearDevice(const std::string& name, const std::string&
 cachecore::Status RemoveDevice(const std::string& name);
 // True when a device-mapper device called NAME exists.
 bool DeviceExists(const std::string& name);
+// True when NAME is open (mounted, or held by a program or another table).
+cachecore::Result<bool> IsOpen(const std::string& name);
+// True when NAME's live table maps onto the block device at `path`.
+cachecore::Result<bool> DependsOn(const std::string& name, const std::string& path);
 
 // One line of a device-mapper table.
 struct DmTarget {

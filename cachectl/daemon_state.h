@@ -1,0 +1,58 @@
+// The running daemon's state, shared by daemon.cc (its life and control
+// commands) and kernel_frontend.cc (the kernel block device over it).
+// Internal to the cachectl executable.
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "cachecore/block_device.h"
+#include "cachecore/engine.h"
+#include "cachecore/metadata_store.h"
+#include "daemon.h"
+#include "shim/engine_backend.h"
+#include "shim/kernel_device.h"
+#include "shim/nbd_server.h"
+
+namespace cachectl {
+
+using cachecore::BlockDevice;
+using cachecore::Engine;
+using cachecore::MetadataStore;
+using cachecore::Status;
+
+// One line in the daemon's log (its stderr, STATE/NAME/daemon.log), stamped.
+void Log(const char* level, const std::string& msg);
+
+// The running daemon's parts, and how it is asked to stop.
+struct Daemon {
+  DaemonSpec spec;
+  std::unique_ptr<BlockDevice> origin, cache;
+  std::unique_ptr<MetadataStore> store;
+  std::shared_mutex engine_mu;  // guards `engine` going away at shutdown
+  std::unique_ptr<Engine> engine;
+  std::unique_ptr<shim::EngineBackend> backend;
+  std::unique_ptr<shim::NbdServer> nbd;
+  std::unique_ptr<shim::KernelDevice> kernel;  // /dev/ublkbN or /dev/nbdN, when one runs
+  bool dm_created = false;                  // /dev/mapper/NAME over it
+  bool online_swapped = false;              // the online volume points at /dev/nbdN
+  std::string frontend_note;                // what the daemon chose, for stats
+  std::vector<std::string> notices;         // for the user of 'start' (a repair made on the way)
+  std::string not_taken_back;               // why a kernel device a dead daemon left was not taken back
+  bool refused_over_dead_device = false;    // so 'auto' does not fall back to the socket alone
+  int control_fd = -1;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  bool stop_requested = false;
+  bool detach = false;
+  bool wipe = false;  // detach --wipe: no copy of the volume's data stays on the cache device
+  bool stopped = false;
+  Status stop_status;
+};
+
+}  // namespace cachectl

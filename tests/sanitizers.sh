@@ -5,7 +5,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 units=(block_device_contract_test fault_device_test metadata_store_test engine_test engine_fault_test engine_batch_test engine_cleaning_test probe_unit_test placement_test
-       engine_durability_test engine_identity_test engine_concurrency_test engine_model_test replay_test advise_test
+       engine_durability_test engine_identity_test engine_concurrency_test engine_model_test engine_stress_test engine_race_test metadata_failure_test
+       superblock_repair_test ublk_request_test replay_test advise_test
        nbd_interop_test fault_matrix_test dirty_map_test wipe_test hdd_model_test)
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCACHECTL_FUZZ=ON \
   -DCACHECTL_WERROR=OFF >/dev/null
@@ -14,4 +15,6 @@ export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=halt_on_error=
 # The power-cut loop's full 1,000 cycles run in the plain build; here a
 # fifth of them, for the sanitizers' sake.
 export CACHECTL_POWER_CUT_CYCLES=25
+# The concurrent crash model: 5 power cuts a seed instead of 20.
+export CACHECTL_MODEL_CUTS=5
 ctest --test-dir build-fuzz --output-on-failure -j"$(nproc)" -LE script

@@ -74,14 +74,6 @@ void EngineRig::Freeze() {
   storage_.fs->PowerCut();
 }
 
-void EngineRig::FreezeQuietly() {
-  // Devices first, as in Freeze(): a store that takes syncs quietly while
-  // the devices still flush would let a Sync() succeed with its records lost.
-  origin_->FailAlways(kFaultAll);
-  cache_->FailAlways(kFaultAll);
-  storage_.fs->PowerCutQuietly();
-}
-
 Status EngineRig::PowerCutAndReopen(const EngineConfig& config, PowerCutMode mode) {
   // The power goes everywhere at once. The dying engine's background
   // threads (cleaner, mover) may be mid-work, so first nothing more reaches

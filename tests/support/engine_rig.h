@@ -49,11 +49,6 @@ class EngineRig {
   // The first half of a power cut: from now on nothing reaches a device or
   // the store (the engine sees I/O errors); PowerCutAndReopen completes it.
   void Freeze();
-  // Freeze() for a cut under running clients: the store reports success
-  // for what it drops (PowerCutFs::PowerCutQuietly), so that no log write
-  // fails, which RocksDB built with assertions answers with an abort at
-  // the next one. Nothing written after it survives either way.
-  void FreezeQuietly();
   // Drops the engine without a clean shutdown and the store, as a crash
   // does, but with every write that reached the devices kept.
   void CloseStore();

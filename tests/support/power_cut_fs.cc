@@ -17,11 +17,7 @@ class TrackedFile : public rocksdb::FSWritableFileOwnerWrapper {
 
   rocksdb::IOStatus Append(const rocksdb::Slice& data, const rocksdb::IOOptions& o,
                            rocksdb::IODebugContext* dbg) override {
-    switch (fs_->power()) {
-      case PowerCutFs::Power::kOff: return PowerIsOff();
-      case PowerCutFs::Power::kOffQuietly: return rocksdb::IOStatus::OK();  // lost, unknowingly
-      case PowerCutFs::Power::kOn: break;
-    }
+    if (fs_->frozen()) return PowerIsOff();
     if (rocksdb::IOStatus e = fs_->InjectedAppendError(); !e.ok()) return e;
     rocksdb::IOStatus s = target()->Append(data, o, dbg);
     if (s.ok()) fs_->Appended(fname_, data.size());
@@ -37,11 +33,7 @@ class TrackedFile : public rocksdb::FSWritableFileOwnerWrapper {
     return rocksdb::IOStatus::NotSupported("PositionedAppend");
   }
   rocksdb::IOStatus Sync(const rocksdb::IOOptions& o, rocksdb::IODebugContext* dbg) override {
-    switch (fs_->power()) {
-      case PowerCutFs::Power::kOff: return PowerIsOff();
-      case PowerCutFs::Power::kOffQuietly: return rocksdb::IOStatus::OK();  // nothing made durable
-      case PowerCutFs::Power::kOn: break;
-    }
+    if (fs_->frozen()) return PowerIsOff();
     if (rocksdb::IOStatus e = fs_->InjectedSyncError(); !e.ok()) return e;
     rocksdb::IOStatus s = target()->Sync(o, dbg);
     if (s.ok()) fs_->Synced(fname_);
@@ -74,9 +66,9 @@ PowerCutStorage NewPowerCutStorage() {
   return s;
 }
 
-PowerCutFs::Power PowerCutFs::power() const {
+bool PowerCutFs::frozen() const {
   std::lock_guard lock(mu_);
-  return power_;
+  return frozen_;
 }
 
 void PowerCutFs::Appended(const std::string& fname, uint64_t bytes) {
@@ -150,12 +142,7 @@ rocksdb::IOStatus PowerCutFs::DeleteFile(const std::string& fname, const rocksdb
 
 void PowerCutFs::PowerCut() {
   std::lock_guard lock(mu_);
-  if (power_ == Power::kOn) power_ = Power::kOff;
-}
-
-void PowerCutFs::PowerCutQuietly() {
-  std::lock_guard lock(mu_);
-  power_ = Power::kOffQuietly;
+  frozen_ = true;
 }
 
 void PowerCutFs::FailWrites(rocksdb::IOStatus append_error, rocksdb::IOStatus sync_error) {
@@ -185,7 +172,7 @@ void PowerCutFs::Restore() {
       f.size = f.synced;
     }
   }
-  power_ = Power::kOn;
+  frozen_ = false;
 }
 
 }  // namespace cachecore::testing

@@ -3,9 +3,9 @@
 // real machine loses the page cache. Tests only.
 //
 // Use: open the DB with PowerCutStorage::env; at the cut call
-// fs->PowerCut() (all writes, renames and deletes fail from then on) or
-// fs->PowerCutQuietly(), destroy the DB, then fs->Restore() truncates every
-// file to its synced length and lifts the freeze.
+// fs->PowerCut() (all writes, renames and deletes fail from then on),
+// destroy the DB, then fs->Restore() truncates every file to its synced
+// length and lifts the freeze.
 #pragma once
 
 #include <rocksdb/env.h>
@@ -24,13 +24,6 @@ class PowerCutFs : public rocksdb::FileSystemWrapper {
   const char* Name() const override { return "PowerCutFs"; }
 
   void PowerCut();
-  // The power goes, but the process has not noticed yet: from now on log
-  // appends and syncs report success and nothing of them reaches a file
-  // (Restore() keeps what was synced before the cut, as after PowerCut()).
-  // For a cut under running writers: RocksDB built with assertions aborts
-  // the process at the next write to a log file that once failed. A later
-  // PowerCut() leaves it quiet.
-  void PowerCutQuietly();
   void Restore();
   // A failing metadata disk: from now on appends to, and syncs of, the
   // store's files fail with `append_error` and `sync_error` (OK: that
@@ -41,9 +34,7 @@ class PowerCutFs : public rocksdb::FileSystemWrapper {
   rocksdb::IOStatus InjectedSyncError() const;
 
   // Bookkeeping shared with the file wrappers.
-  enum class Power { kOn, kOff, kOffQuietly };
-  Power power() const;
-  bool frozen() const { return power() != Power::kOn; }
+  bool frozen() const;
   void Appended(const std::string& fname, uint64_t bytes);
   void Synced(const std::string& fname);
 
@@ -67,7 +58,7 @@ class PowerCutFs : public rocksdb::FileSystemWrapper {
   };
   mutable std::mutex mu_;
   std::map<std::string, FileState> files_;
-  Power power_ = Power::kOn;
+  bool frozen_ = false;
   rocksdb::IOStatus append_error_, sync_error_;
 };
 

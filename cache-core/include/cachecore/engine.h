@@ -132,6 +132,22 @@ class Engine {
   uint64_t overprovisioned_bytes() const;
   const CacheIdentity& identity() const;
 
+  // Test only: compares every line record in the metadata store with the
+  // slot table in RAM (same origin line per slot, no line recorded in two
+  // slots, every cached line recorded, each block's valid and dirty state
+  // and checksum alike) and the table with itself (block counts, free list,
+  // map, dirty index). kCorruption naming the first differences. Not for
+  // use while clients do I/O: it holds every stripe and the engine mutex,
+  // which pauses the cleaner and the mover.
+  Status CheckRecordsAgreeForTest() const;
+  // Test only: every clean block whose cached copy passes its checksum (so
+  // would be served from the cache) holds what the origin holds, but in
+  // the 512-byte sectors (numbered from the origin's start) for which
+  // `may_differ` says so: trimmed ones, whose content is unspecified.
+  // Otherwise an eviction changes what the block reads. Reads both
+  // devices; the same terms as above.
+  Status CheckCleanDataForTest(const std::function<bool(uint64_t sector)>& may_differ) const;
+
   // Syncs, stops the cleaner, records a clean shutdown. Dirty lines stay
   // (write-back data is safe on the cache device). Idempotent.
   Status Shutdown();

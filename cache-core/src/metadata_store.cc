@@ -4,10 +4,6 @@
 #include <rocksdb/listener.h>
 #include <rocksdb/write_batch.h>
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdarg>
 #include <cstdio>
@@ -77,30 +73,30 @@ class StopAtFirstError : public rocksdb::EventListener {
 // that a failed write is only a lost line. RocksDB's own writes it through
 // a file writer that, in builds with assertions, aborts the process at the
 // next line after a failed one: on a full metadata disk that is the first
-// error message it logs.
+// error message it logs. Written through the store's Env (an in-memory one
+// keeps it in memory).
 class TolerantLogger : public rocksdb::Logger {
  public:
-  explicit TolerantLogger(const std::string& dir) {
+  TolerantLogger(rocksdb::Env* env, const std::string& dir) {
     const std::string path = dir + "/LOG";
-    (void)std::rename(path.c_str(), (path + ".old").c_str());  // keep the last run's
-    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_APPEND | O_CLOEXEC, 0644);
-  }
-  ~TolerantLogger() override {
-    if (fd_ >= 0) ::close(fd_);
+    (void)env->CreateDirIfMissing(dir);  // RocksDB makes it too; the log comes first
+    (void)env->RenameFile(path, path + ".old");  // keep the last run's
+    if (!env->NewWritableFile(path, &file_, rocksdb::EnvOptions()).ok()) file_.reset();
   }
   using rocksdb::Logger::Logv;
   void Logv(const char* format, va_list ap) override {
-    if (fd_ < 0) return;
     char line[1024];
     int n = std::vsnprintf(line, sizeof(line) - 1, format, ap);
     if (n < 0) return;
     size_t len = std::min<size_t>(static_cast<size_t>(n), sizeof(line) - 2);
     line[len++] = '\n';
-    (void)!::write(fd_, line, len);  // a full disk loses the line, nothing more
+    std::lock_guard lock(mu_);
+    if (file_) (void)file_->Append(rocksdb::Slice(line, len));  // a full disk loses the line
   }
 
  private:
-  int fd_ = -1;
+  std::mutex mu_;
+  std::unique_ptr<rocksdb::WritableFile> file_;
 };
 
 }  // namespace
@@ -190,10 +186,7 @@ Result<std::unique_ptr<MetadataStore>> MetadataStore::Open(const std::string& pa
   // failure from doing more damage.
   o.avoid_flush_during_shutdown = true;
   o.listeners.push_back(std::make_shared<StopAtFirstError>());
-  if (!options.read_only) {
-    ::mkdir(path.c_str(), 0755);  // RocksDB makes it too; the log comes first
-    o.info_log = std::make_shared<TolerantLogger>(path);
-  }
+  if (!options.read_only) o.info_log = std::make_shared<TolerantLogger>(o.env, path);
   rocksdb::DB* db = nullptr;
   rocksdb::Status s = options.read_only ? rocksdb::DB::OpenForReadOnly(o, path, &db)
                                         : rocksdb::DB::Open(o, path, &db);

@@ -12,9 +12,9 @@ def reference_ratios(traces):
     table, trace, header = {}, None, None
     for line in open(os.path.join(traces, "README.md")):
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
-        if len(cells) == 8 and cells[0] == "trace":
+        if len(cells) > 2 and cells[0] == "trace":  # trace, size, then a column per policy
             header = cells[2:]
-        elif header and len(cells) == 8 and cells[1].endswith("%"):
+        elif header and len(cells) == len(header) + 2 and cells[1].endswith("%"):
             trace = cells[0] or trace
             table[(trace, int(cells[1].rstrip(" %")))] = dict(zip(header, (float(c) for c in cells[2:])))
     return table

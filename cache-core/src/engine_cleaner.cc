@@ -45,7 +45,7 @@ void Engine::Impl::ReadDirty(const std::vector<uint32_t>& slots_in, CleanJob& jo
   for (uint32_t slot : slots) {
     for (uint32_t b = 0; b < blocks_per_line; ++b) {
       if (!(Flags(slot, b) & kDirty)) continue;
-      const bool over_clean = (Flags(slot, b) & kOverClean) && !IsStable(slot, b);
+      const bool over_clean = OverCleanUnsynced(slot, b);
       job.pieces.push_back({OriginOffset(slot_line[slot], b), slot_line[slot], slot, b,
                             block_crc[BlockIndex(slot, b)], false, over_clean});
     }

@@ -145,6 +145,11 @@ struct Engine::Impl {
     return block_epoch[BlockIndex(slot, block)] < flushes_started.load();
   }
   uint8_t Flags(uint32_t slot, uint32_t block) const { return block_flags[BlockIndex(slot, block)]; }
+  // Written back over stable clean data since the last completed sync: the
+  // durable record may still call the older data clean (rule 3).
+  bool OverCleanUnsynced(uint32_t slot, uint32_t block) const {
+    return (Flags(slot, block) & kOverClean) && !IsStable(slot, block);
+  }
   Status PutRecord(uint32_t slot, bool sync);
   void CountCacheError(std::atomic<uint64_t>& counter);
 

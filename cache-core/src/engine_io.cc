@@ -273,7 +273,7 @@ Status Engine::Impl::CacheWriteFailed(const Segment& seg, uint32_t slot, const u
   // data since the last sync get their fresh record synced before the
   // origin moves on, or the older kClean record could outlive a cut.
   for (uint32_t b = b0; b < b1; ++b) {
-    if ((Flags(slot, b) & kOverClean) && !IsStable(slot, b)) {
+    if (OverCleanUnsynced(slot, b)) {
       CACHECORE_RETURN_IF_ERROR(PutRecord(slot, true));
       break;
     }

@@ -180,7 +180,7 @@ void Engine::Impl::MarkDirty(uint32_t slot, uint32_t block, uint32_t crc, bool o
   }
   const uint8_t before = block_flags[i];
   const bool over_clean = (before == kValid && IsStable(slot, block)) ||
-                          ((before & kOverClean) && !IsStable(slot, block));
+                          OverCleanUnsynced(slot, block);
   block_flags[i] = kValid | kDirty | (overwritten ? kOverwritten : 0) | (over_clean ? kOverClean : 0);
   block_crc[i] = crc;
   block_epoch[i] = epoch;

@@ -4,6 +4,9 @@
 // the code (issue 13); each failed before its fix.
 #include <gtest/gtest.h>
 
+#include <future>
+#include <thread>
+
 #include "support/stamped_rig.h"
 
 namespace cachecore::testing {
@@ -210,6 +213,56 @@ TEST_P(RaceTest, CacheWriteFailingOverToTheOriginKeepsRule3) {
   uint64_t first = rig_.ReadStamped(5);
   EXPECT_TRUE(first == 1 || first == 2 || first == 3) << first;
   EXPECT_EQ(rig_.OriginStampedAfterDetach(5), first) << "the cache served an older copy";
+}
+
+// Found by the concurrent crash model (two failures in an hour's loop,
+// seeds 17706990 and 985635874): a write-back write over dirty data decides
+// it needs no announcement (no sync has begun since that data was
+// written), then a sync begins and flushes the cache before the write's
+// data lands, and syncs the store after its fresh record is put. The sync
+// promises the older data, but the durable record is the fresh one, whose
+// data was lost at the cut: recovery dropped the block, and the older
+// acknowledged data with it (the origin's older copy came back).
+void SyncBetweenDecisionAndRecord(StampedRig& rig, uint64_t block, uint64_t blocks) {
+  std::promise<void> sync_flushed, record_put;
+  std::thread sync;
+  OnStepOnce("sync-2-devices-flushed", [&] {  // on the sync's thread
+    sync_flushed.set_value();
+    record_put.get_future().wait();
+  });
+  OnStepOnce("write-back-1-decided", [&] {  // on the writer's thread
+    sync = std::thread([&] { EXPECT_TRUE(rig.engine().Sync().ok()); });
+    sync_flushed.get_future().wait();
+  });
+  AlignedBuffer data(blocks * 4096);
+  for (uint64_t s = 0; s < blocks * 8; ++s) StampSector(data.data() + s * 512, 2, block * 8 + s);
+  EXPECT_TRUE(rig.engine().Write(block * 4096, data.data(), blocks * 4096, false).ok());
+  record_put.set_value();
+  sync.join();
+}
+
+TEST_P(RaceTest, SyncBeginningMidWriteKeepsTheDataItPromises) {
+  config_.mode = CacheMode::kWriteBack;
+  ASSERT_TRUE(rig_.Create(config_).ok());
+  rig_.WriteStamped(5, 1);  // dirty, written before the sync begins: it promises it
+  SyncBetweenDecisionAndRecord(rig_, 5, 1);
+  Cut();
+  uint64_t got = rig_.ReadStamped(5);
+  EXPECT_TRUE(got == 1 || got == 2) << "block 5 holds " << got << " after a sync promised 1";
+}
+
+// The same through the batch path (a write over two lines).
+TEST_P(RaceTest, SyncBeginningMidBatchWriteKeepsTheDataItPromises) {
+  config_.mode = CacheMode::kWriteBack;
+  ASSERT_TRUE(rig_.Create(config_).ok());
+  rig_.WriteStamped(5, 1);
+  rig_.WriteStamped(6, 1);
+  SyncBetweenDecisionAndRecord(rig_, 5, 2);
+  Cut();
+  for (uint64_t block : {5, 6}) {
+    uint64_t got = rig_.ReadStamped(block);
+    EXPECT_TRUE(got == 1 || got == 2) << "block " << block << " holds " << got << " after a sync promised 1";
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(PowerCutModes, RaceTest,

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "cachecore/checksum.h"
+#include "cachecore/steps.h"
 #include "engine_impl.h"
 
 namespace cachecore {
@@ -229,6 +230,7 @@ bool Engine::Impl::WriteBackBatch(uint64_t offset, const uint8_t* in, uint64_t l
   // synced metadata batch (see AnnounceOverwrite); then the data goes to
   // the cache in one batch.
   MetadataStore::Batch announcements;
+  const uint64_t decided = flushes_started.load();
   if (!FlushBeforeAnnouncing(b)) {
     keep_first_error(Status::IoError("the cache device failed a flush"));
     ReleaseLines(b);
@@ -257,7 +259,14 @@ bool Engine::Impl::WriteBackBatch(uint64_t offset, const uint8_t* in, uint64_t l
       return true;
     }
   }
+  ReachedStep("write-back-1-decided");  // a test point
   if (!b.ios.empty()) (void)dev.cache->SubmitAndWait(b.ios);  // each write's own status counts below
+  if (!b.ios.empty() && SyncBeganSince(decided)) {
+    Status flushed = FlushCacheSide();  // see SyncBeganSince
+    for (IoRequest& io : b.ios) {
+      if (io.status.ok()) io.status = flushed;  // not durable: failed over like a failed write
+    }
+  }
   // The metadata only after the data, and the caller acknowledges after both.
   MetadataStore::Batch records;
   const uint64_t epoch = flushes_started.load();

@@ -218,6 +218,15 @@ struct Engine::Impl {
   // A dirty block in [b0, b1) that a running sync promises but whose data
   // may not be on the cache device durably yet: flush before announcing.
   bool PromisedButUnflushed(uint32_t slot, uint32_t b0, uint32_t b1) const;
+  // Whether a sync began after `decided` (flushes_started read before a
+  // write-back write decided what to announce). Such a sync promises the
+  // older data of the blocks the write replaces unannounced (MarkOverwrite
+  // saw no sync begun since their write), and it may flush the cache before
+  // the new data is written yet sync the store after the new record is put:
+  // that record, a fresh one, would be durable over data that is not, and
+  // recovery would drop the block, the promised older data with it. So
+  // then the writer flushes its data before it puts the record.
+  bool SyncBeganSince(uint64_t decided) const { return flushes_started.load() != decided; }
   // AnnounceOverwrite's state change alone: true when the slot's record
   // must be synced before the write (the caller syncs, maybe with others).
   bool MarkOverwrite(uint32_t slot, uint32_t b0, uint32_t b1, bool origin_write);

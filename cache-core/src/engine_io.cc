@@ -246,14 +246,18 @@ Status Engine::Impl::WriteBackSegment(const Segment& seg, std::optional<uint32_t
   if (!slot) return ThroughSegment(seg, std::nullopt, window, CacheMode::kWriteAround, false);
   CACHECORE_RETURN_IF_ERROR(FillEdges(seg, slot, window));
 
+  const uint64_t decided = flushes_started.load();
   CACHECORE_RETURN_IF_ERROR(AnnounceOverwrite(*slot, b0, b1, /*origin_write=*/false));
   std::bitset<256> overwritten;
   for (uint32_t b = b0; b < b1; ++b) {
     overwritten[b - b0] = (Flags(*slot, b) & (kDirty | kOverwritten)) == (kDirty | kOverwritten);
   }
+  ReachedStep("write-back-1-decided");  // a test point
 
-  // 1. Data to the cache device ...
+  // 1. Data to the cache device (durably first, if a sync began since the
+  // announcement was decided: see SyncBeganSince) ...
   Status s = dev.cache->Write(SlotOffset(*slot, b0), window, uint64_t{b1 - b0} * kBlockSize);
+  if (s.ok() && SyncBeganSince(decided)) s = FlushCacheSide();
   if (!s.ok()) return CacheWriteFailed(seg, *slot, window);
   // 2. ... then its metadata (unsynced: Sync() and FUA make it durable,
   // the dirty-region map's bit with it) ...

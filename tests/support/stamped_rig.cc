@@ -1,6 +1,8 @@
 #include "support/stamped_rig.h"
 
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "cachecore/steps.h"
 
@@ -10,14 +12,26 @@ namespace {
 constexpr uint64_t kBlock = 4096;
 constexpr uint64_t kSectorsPerBlock = kBlock / 512;
 
-std::string g_step;
-std::function<void()> g_action;
-bool g_fired = false;
+// One action per step, each run once; steps are reached on any thread.
+struct StepAction {
+  std::string step;
+  std::function<void()> action;
+  bool fired = false;
+};
+std::mutex g_mu;
+std::vector<StepAction> g_actions;
 
 void RunStepAction(const char* step) {
-  if (g_fired || !g_action || g_step != step) return;
-  g_fired = true;
-  g_action();
+  std::function<void()> action;
+  {
+    std::lock_guard lock(g_mu);
+    for (StepAction& a : g_actions) {
+      if (a.fired || a.step != step) continue;
+      a.fired = true;
+      action = a.action;
+    }
+  }
+  if (action) action();  // unlocked: it may reach another step
 }
 }  // namespace
 
@@ -53,16 +67,18 @@ uint64_t StampedRig::OriginStampedAfterDetach(uint64_t block) {
 }
 
 void OnStepOnce(const char* step, std::function<void()> action) {
-  g_step = step;
-  g_action = std::move(action);
-  g_fired = false;
+  {
+    std::lock_guard lock(g_mu);
+    std::erase_if(g_actions, [&](const StepAction& a) { return a.step == step; });
+    g_actions.push_back({step, std::move(action), false});
+  }
   SetStepObserver(RunStepAction);
 }
 
 void ClearStepAction() {
   SetStepObserver(nullptr);
-  g_action = nullptr;
-  g_step.clear();
+  std::lock_guard lock(g_mu);
+  g_actions.clear();
 }
 
 std::string PowerCutModeName(PowerCutMode mode) {

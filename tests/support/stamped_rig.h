@@ -23,11 +23,12 @@ class StampedRig : public EngineRig {
   uint64_t OriginStampedAfterDetach(uint64_t block);
 };
 
-// Runs `action` the first time the engine reaches `step` (only once: an
-// action that makes the engine reach the step again does not recurse).
-// Replaces any earlier action. Install while no engine call is running.
+// Runs `action` the first time the engine reaches `step`, on the thread
+// that reached it (only once: an action that makes the engine reach the
+// step again does not recurse). Replaces an earlier action for the same
+// step; actions for other steps stay. Install while no engine call runs.
 void OnStepOnce(const char* step, std::function<void()> action);
-// Removes the action, fired or not.
+// Removes every action, fired or not.
 void ClearStepAction();
 
 // The power cut modes as test-name suffixes.

@@ -128,17 +128,11 @@ Status CheckOrigin(const CacheIdentity& id, BlockDevice* origin, uint32_t wanted
 Engine::Impl::Impl(const EngineDevices& devices, const EngineConfig& cfg, const CacheIdentity& id)
     : dev(devices), config(cfg), identity(id), line_size(id.line_size),
       blocks_per_line(id.line_size / kBlockSize), capacity(static_cast<uint32_t>(id.line_count)),
-      slot_line(capacity, kNoLine), slot_valid_blocks(capacity, 0), slot_dirty_blocks(capacity, 0),
-      block_crc(size_t{capacity} * blocks_per_line, 0),
-      block_epoch(size_t{capacity} * blocks_per_line, 0),
-      block_flags(size_t{capacity} * blocks_per_line, 0),
-      policy(NewS3FifoPolicy(capacity, cfg.promote_after_hits)), dirty_map(id), mode(cfg.mode),
-      dirty_high_pct(cfg.dirty_high_pct), dirty_low_pct(cfg.dirty_low_pct),
+      mode(cfg.mode), dirty_high_pct(cfg.dirty_high_pct), dirty_low_pct(cfg.dirty_low_pct),
       cleaner_batch_lines(cfg.cleaner_batch_lines),
       admission(cfg.sequential_cutoff, cfg.admit_after_misses),
-      pin_limit_lines(uint64_t{capacity} * kPinLimitPct / 100), heat(id.origin_size, id.line_size) {
-  for (uint32_t slot = capacity; slot-- > 0;) free_slots.push_back(slot);
-}
+      slots(capacity, blocks_per_line, id, cfg.promote_after_hits, stats),
+      pin_limit_lines(uint64_t{capacity} * kPinLimitPct / 100), heat(id.origin_size, id.line_size) {}
 
 Engine::Impl::~Impl() {
   StopMover();
@@ -365,7 +359,7 @@ Status Engine::Discard(uint64_t offset, uint64_t length) {
   // The dropped lines' records must be gone for good before the origin
   // changes under them (see AnnounceOverwrite).
   CACHECORE_RETURN_IF_ERROR(impl_->SyncMetadata());
-  impl_->WaitWhileCleaning(offset / impl_->line_size, (offset + length - 1) / impl_->line_size);
+  impl_->slots.WaitWhileCleaning(offset / impl_->line_size, (offset + length - 1) / impl_->line_size);
   Status s = impl_->dev.origin->Discard(offset, length);
   if (s.code() == StatusCode::kNotSupported) return Status::Ok();  // a hint the origin may ignore
   if (!s.ok()) LiveStats::Bump(impl_->stats.origin_write_err);

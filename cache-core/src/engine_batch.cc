@@ -13,7 +13,7 @@
 
 namespace cachecore {
 
-constexpr uint32_t kNoSlot = UINT32_MAX;
+constexpr uint32_t kNoSlot = SlotTable::kNoSlot;
 
 // The request's lines and where each lands in the caller's buffer; reused
 // per thread, so the hot path allocates nothing after warm-up.
@@ -90,13 +90,11 @@ void Engine::Impl::HoldLines(uint64_t offset, uint64_t length, LineBatch& b) {
   std::sort(b.stripes.begin(), b.stripes.end());
   b.stripes.erase(std::unique(b.stripes.begin(), b.stripes.end()), b.stripes.end());
   for (size_t s : b.stripes) stripes[s].lock();
-  std::lock_guard lock(mu);
   for (const Segment& seg : b.segments) {
-    auto it = map.find(seg.line);
-    uint32_t slot = it == map.end() ? kNoSlot : it->second;
+    uint32_t slot = slots.Find(seg.line).value_or(kNoSlot);
     b.slots.push_back(slot);
     for (uint32_t blk = seg.first_block(); blk < seg.end_block(); ++blk) {
-      b.cached.push_back(slot != kNoSlot && (Flags(slot, blk) & kValid));
+      b.cached.push_back(slot != kNoSlot && (slots.Flags(slot, blk) & kValid));
     }
   }
 }
@@ -105,10 +103,7 @@ uint64_t Engine::Impl::NoteHits(const LineBatch& b, Tally& tally) {
   uint64_t hits = std::count(b.cached.begin(), b.cached.end(), 1);
   tally.hits += hits;
   tally.misses += b.cached.size() - hits;
-  std::lock_guard lock(mu);
-  for (uint32_t slot : b.slots) {
-    if (slot != kNoSlot) policy->OnHit(slot);
-  }
+  slots.NoteHits(b.slots);
   return hits;
 }
 
@@ -147,7 +142,7 @@ bool Engine::Impl::ReadBatch(uint64_t offset, uint8_t* out, uint64_t length, boo
     const Segment& seg = b.segments[i];
     for (uint32_t blk = seg.first_block(); blk < seg.end_block() && ok; ++blk, ++block) {
       ok = !b.cached[block] ||
-           Crc32c(out + block * kBlockSize, kBlockSize) == block_crc[BlockIndex(b.slots[i], blk)];
+           Crc32c(out + block * kBlockSize, kBlockSize) == slots.Crc(b.slots[i], blk);
     }
   }
   if (!ok) {  // the line-by-line path repairs and reports
@@ -177,27 +172,27 @@ void Engine::Impl::PromoteBatch(const uint8_t* data, LineBatch& b) {
     const Segment& seg = b.segments[i];
     if (AllCached(b, first, i) || (b.slots[i] == kNoSlot && !AllocateInBatch(b, i))) continue;
     for (uint32_t blk = seg.first_block(); blk < seg.end_block(); ++blk) {
-      if (Flags(b.slots[i], blk) & kValid) continue;
+      if (slots.Flags(b.slots[i], blk) & kValid) continue;
       const uint8_t* src = data + (first + blk - seg.first_block()) * kBlockSize;
       AppendBlock(b.ios, IoOp::kWrite, SlotOffset(b.slots[i], blk), const_cast<uint8_t*>(src));
     }
   }
   if (b.ios.empty()) return;
   (void)dev.cache->SubmitAndWait(b.ios);  // each write's own status counts below
-  const uint64_t epoch = flushes_started.load();
+  const uint64_t epoch = slots.FlushesStarted();
   for (const IoRequest& io : b.ios) {
     if (!io.status.ok()) CountCacheError(stats.cache_write_err);
     for (uint64_t off = 0; io.status.ok() && off < io.length; off += kBlockSize) {
       const uint64_t at = io.offset + off - kDataOffset;  // a write may span adjacent slots
-      MarkValidClean(static_cast<uint32_t>(at / line_size), static_cast<uint32_t>(at % line_size / kBlockSize),
+      slots.MarkValidClean(static_cast<uint32_t>(at / line_size), static_cast<uint32_t>(at % line_size / kBlockSize),
                      Crc32c(static_cast<const uint8_t*>(io.buffer) + off, kBlockSize), epoch);
     }
   }
   RecordBatch records;
   for (size_t i = 0, first = 0; i < b.segments.size(); first += BlockCount(b.segments[i]), ++i) {
     if (b.slots[i] == kNoSlot || AllCached(b, first, i)) continue;
-    if (slot_valid_blocks[b.slots[i]] > 0) records.records.PutLine(b.slots[i], BuildRecord(b.slots[i]));
-    ReleaseIfEmpty(b.slots[i], records);
+    if (slots.ValidBlocks(b.slots[i]) > 0) records.records.PutLine(b.slots[i], slots.BuildRecord(b.slots[i]));
+    slots.ReleaseIfEmpty(b.slots[i], records);
   }
   if (!records.empty()) (void)Commit(records, false);
 }
@@ -205,10 +200,11 @@ void Engine::Impl::PromoteBatch(const uint8_t* data, LineBatch& b) {
 // AnnounceOverwrite's first step for the whole batch: one cache-side flush
 // when a block it rewrites is promised by a running sync but maybe not yet
 // flushed. False when that flush failed (nothing is written then).
-bool Engine::Impl::FlushBeforeAnnouncing(const LineBatch& b) {
+bool Engine::Impl::FlushBeforeAnnouncing(const LineBatch& b, uint64_t epoch) {
   for (size_t i = 0; i < b.segments.size(); ++i) {
     const Segment& seg = b.segments[i];
-    if (b.slots[i] != kNoSlot && PromisedButUnflushed(b.slots[i], seg.first_block(), seg.end_block())) {
+    if (b.slots[i] != kNoSlot &&
+        slots.PromisedButUnflushed(b.slots[i], seg.first_block(), seg.end_block(), epoch)) {
       return FlushCacheSide().ok();
     }
   }
@@ -230,8 +226,11 @@ bool Engine::Impl::WriteBackBatch(uint64_t offset, const uint8_t* in, uint64_t l
   // synced metadata batch (see AnnounceOverwrite); then the data goes to
   // the cache in one batch.
   MetadataStore::Batch announcements;
-  const uint64_t decided = flushes_started.load();
-  if (!FlushBeforeAnnouncing(b)) {
+  // Held from the decisions to the records (see WriteBackSegment).
+  const WriteEpoch held(slots);
+  const uint64_t epoch = held.epoch();
+  ReachedStep("write-back-0-epoch-held");  // a test point
+  if (!FlushBeforeAnnouncing(b, epoch)) {
     keep_first_error(Status::IoError("the cache device failed a flush"));
     ReleaseLines(b);
     return true;
@@ -243,8 +242,8 @@ bool Engine::Impl::WriteBackBatch(uint64_t offset, const uint8_t* in, uint64_t l
       keep_first_error(ThroughSegment(seg, std::nullopt, data, CacheMode::kWriteAround, false));
       continue;
     }
-    if (MarkOverwrite(b.slots[i], seg.first_block(), seg.end_block(), false)) {
-      announcements.PutLine(b.slots[i], BuildRecord(b.slots[i]));
+    if (slots.MarkOverwrite(b.slots[i], seg.first_block(), seg.end_block(), false, epoch)) {
+      announcements.PutLine(b.slots[i], slots.BuildRecord(b.slots[i]));
     }
     b.ios.push_back({IoOp::kWrite, SlotOffset(b.slots[i], seg.first_block()),
                      uint64_t{BlockCount(seg)} * kBlockSize, data, Status()});
@@ -261,29 +260,22 @@ bool Engine::Impl::WriteBackBatch(uint64_t offset, const uint8_t* in, uint64_t l
   }
   ReachedStep("write-back-1-decided");  // a test point
   if (!b.ios.empty()) (void)dev.cache->SubmitAndWait(b.ios);  // each write's own status counts below
-  if (!b.ios.empty() && SyncBeganSince(decided)) {
-    Status flushed = FlushCacheSide();  // see SyncBeganSince
-    for (IoRequest& io : b.ios) {
-      if (io.status.ok()) io.status = flushed;  // not durable: failed over like a failed write
-    }
-  }
   // The metadata only after the data, and the caller acknowledges after both.
   MetadataStore::Batch records;
-  const uint64_t epoch = flushes_started.load();
   for (size_t k = 0; k < b.ios.size(); ++k) {
     const Segment& seg = b.segments[b.owner[k]];
     uint32_t slot = b.slots[b.owner[k]];
     const auto* data = static_cast<const uint8_t*>(b.ios[k].buffer);
     if (!b.ios[k].status.ok()) {
-      keep_first_error(CacheWriteFailed(seg, slot, data));
+      keep_first_error(CacheWriteFailed(seg, slot, data, epoch));
       continue;
     }
     for (uint32_t blk = seg.first_block(); blk < seg.end_block(); ++blk) {
-      bool overwritten = (Flags(slot, blk) & (kDirty | kOverwritten)) == (kDirty | kOverwritten);
-      MarkDirty(slot, blk, Crc32c(data + size_t{blk - seg.first_block()} * kBlockSize, kBlockSize),
+      bool overwritten = (slots.Flags(slot, blk) & (kDirty | kOverwritten)) == (kDirty | kOverwritten);
+      slots.MarkDirty(slot, blk, Crc32c(data + size_t{blk - seg.first_block()} * kBlockSize, kBlockSize),
                 overwritten, epoch);
     }
-    records.PutLine(slot, BuildRecord(slot));
+    records.PutLine(slot, slots.BuildRecord(slot));
   }
   if (!records.empty()) {
     Status m = dev.metadata->Apply(records, false);

@@ -38,16 +38,16 @@ struct CleanJob {
 
 // Reads the dirty blocks of `slots` (stripes held), one request per run of a
 // line's adjacent blocks, and checks each against its checksum.
-void Engine::Impl::ReadDirty(const std::vector<uint32_t>& slots_in, CleanJob& job) {
-  std::vector<uint32_t> slots(slots_in);
-  std::sort(slots.begin(), slots.end(),
-            [&](uint32_t a, uint32_t b) { return slot_line[a] < slot_line[b]; });
-  for (uint32_t slot : slots) {
+void Engine::Impl::ReadDirty(const std::vector<uint32_t>& dirty_slots, CleanJob& job) {
+  std::vector<uint32_t> sorted(dirty_slots);
+  std::sort(sorted.begin(), sorted.end(),
+            [&](uint32_t a, uint32_t b) { return slots.LineOf(a) < slots.LineOf(b); });
+  for (uint32_t slot : sorted) {
     for (uint32_t b = 0; b < blocks_per_line; ++b) {
-      if (!(Flags(slot, b) & kDirty)) continue;
-      const bool over_clean = OverCleanUnsynced(slot, b);
-      job.pieces.push_back({OriginOffset(slot_line[slot], b), slot_line[slot], slot, b,
-                            block_crc[BlockIndex(slot, b)], false, over_clean});
+      if (!(slots.Flags(slot, b) & kDirty)) continue;
+      const bool over_clean = slots.OverCleanUnsynced(slot, b);
+      const uint64_t line = slots.LineOf(slot);
+      job.pieces.push_back({OriginOffset(line, b), line, slot, b, slots.Crc(slot, b), false, over_clean});
     }
   }
   if (job.pieces.empty()) return;
@@ -144,14 +144,11 @@ Status Engine::Impl::MarkCleaned(const CleanJob& job, const std::function<bool(u
   MetadataStore::Batch batch;
   std::vector<uint32_t> changed;
   for (const DirtyPiece& p : job.pieces) {
-    if (!p.verified || !held(p.line) || slot_line[p.slot] != p.line) continue;
-    size_t i = BlockIndex(p.slot, p.block);
-    if (!(block_flags[i] & kDirty) || block_crc[i] != p.crc) continue;  // rewritten meanwhile
-    MarkClean(p.slot, p.block);
-    block_epoch[i] = 0;  // durable on the origin now
+    if (!p.verified || !held(p.line) || slots.LineOf(p.slot) != p.line) continue;
+    if (!slots.MarkCleanedIfUnchanged(p.slot, p.block, p.crc)) continue;  // rewritten meanwhile
     if (changed.empty() || changed.back() != p.slot) changed.push_back(p.slot);
   }
-  for (uint32_t slot : changed) batch.PutLine(slot, BuildRecord(slot));
+  for (uint32_t slot : changed) batch.PutLine(slot, slots.BuildRecord(slot));
   // Synced: a line may be evicted (its slot reused) only once its clean
   // state is durable; its stripe stays held until we return.
   Status m = batch.empty() ? Status::Ok() : dev.metadata->Apply(batch, true);
@@ -167,38 +164,16 @@ Status Engine::Impl::MarkCleaned(const CleanJob& job, const std::function<bool(u
   return job.held_back;
 }
 
-Status Engine::Impl::CleanSlots(const std::vector<uint32_t>& slots) {
+Status Engine::Impl::CleanSlots(const std::vector<uint32_t>& dirty_slots) {
   CleanJob job;
-  ReadDirty(slots, job);
+  ReadDirty(dirty_slots, job);
   if (job.pieces.empty()) return Status::Ok();
   CACHECORE_RETURN_IF_ERROR(WriteClean(job));
   return MarkCleaned(job, [](uint64_t) { return true; });
 }
 
-void Engine::Impl::WaitWhileCleaning(uint64_t first_line, uint64_t last_line) {
-  if (cleaning_count.load() == 0) return;  // the common case: no lock taken
-  std::unique_lock lock(mu);
-  cleaning_done.wait(lock, [&] {
-    for (uint64_t line : cleaning) {
-      if (line >= first_line && line <= last_line) return false;
-    }
-    return true;
-  });
-}
-
 Result<uint64_t> Engine::Impl::CleanPass(uint64_t max_lines) {
-  std::vector<uint64_t> lines;
-  {
-    std::lock_guard lock(mu);
-    auto it = dirty_index.lower_bound(clean_cursor);
-    for (size_t n = 0; n < dirty_index.size() && lines.size() < max_lines; ++n) {
-      if (it == dirty_index.end()) it = dirty_index.begin();
-      lines.push_back(it->first);
-      ++it;
-    }
-    if (!lines.empty()) clean_cursor = lines.back() + 1;
-  }
-  return CleanLines(lines, nullptr);
+  return CleanLines(slots.NextDirtyLines(max_lines), nullptr);
 }
 
 // Three steps, so that client I/O waits for the origin only when it must:
@@ -211,7 +186,7 @@ Result<uint64_t> Engine::Impl::CleanPass(uint64_t max_lines) {
 Result<uint64_t> Engine::Impl::CleanLines(const std::vector<uint64_t>& lines,
                                           std::vector<uint64_t>* busy) {
   std::vector<size_t> held;
-  std::vector<uint32_t> slots;
+  std::vector<uint32_t> dirty_slots;
   std::vector<uint64_t> taken;
   auto holds = [&](uint64_t line) {
     return std::find(held.begin(), held.end(), StripeIndex(line)) != held.end();
@@ -232,19 +207,15 @@ Result<uint64_t> Engine::Impl::CleanLines(const std::vector<uint64_t>& lines,
       if (busy) busy->push_back(line);
       continue;
     }
-    std::lock_guard lock(mu);
-    auto it = map.find(line);
-    if (it == map.end() || slot_dirty_blocks[it->second] == 0) continue;
-    if (!cleaning.insert(line).second) {  // another cleaner has it
-      if (busy) busy->push_back(line);
-      continue;
-    }
-    cleaning_count.fetch_add(1);
-    slots.push_back(it->second);
+    bool cleaned_elsewhere = false;
+    std::optional<uint32_t> slot = slots.BeginCleaning(line, cleaned_elsewhere);
+    if (cleaned_elsewhere && busy) busy->push_back(line);  // another cleaner has it
+    if (!slot) continue;
+    dirty_slots.push_back(*slot);
     taken.push_back(line);
   }
   CleanJob job;
-  ReadDirty(slots, job);
+  ReadDirty(dirty_slots, job);
   give_back();
   Status s = WriteClean(job);
   uint64_t cleaned = 0;
@@ -255,12 +226,7 @@ Result<uint64_t> Engine::Impl::CleanLines(const std::vector<uint64_t>& lines,
     }
     s = MarkCleaned(job, holds);
   }
-  {
-    std::lock_guard lock(mu);
-    for (uint64_t line : taken) cleaning.erase(line);
-    cleaning_count.fetch_sub(taken.size());
-  }
-  cleaning_done.notify_all();
+  slots.EndCleaning(taken);
   give_back();
   if (!s.ok()) {
     if (busy) busy->insert(busy->end(), lines.begin(), lines.end());  // all of them again
@@ -273,12 +239,7 @@ Status Engine::Impl::FlushAll(const FlushProgress& progress) {
   // The lines dirty now, in origin order. Lines dirtied later belong to the
   // next flush: under sustained writes a flush that chased them would never
   // end (each line is cleaned once here, with what it holds by then).
-  std::vector<uint64_t> pending;
-  {
-    std::lock_guard lock(mu);
-    pending.reserve(dirty_index.size());
-    for (const auto& entry : dirty_index) pending.push_back(entry.first);
-  }
+  std::vector<uint64_t> pending = slots.DirtyLines();
   const uint64_t total = pending.size();
   if (progress) progress(total, total);
   int failures = 0, idle = 0;

@@ -49,8 +49,8 @@ Status Engine::Impl::ReadCachedBlocks(uint64_t line, uint32_t slot, uint32_t b0,
   bool repaired = false, stable_changed = false;
   for (uint32_t b = b0; b < b1; ++b) {
     uint8_t* block = dst + size_t{b - b0} * kBlockSize;
-    if (s.ok() && Crc32c(block, kBlockSize) == block_crc[BlockIndex(slot, b)]) continue;
-    if (Flags(slot, b) & kDirty) {
+    if (s.ok() && Crc32c(block, kBlockSize) == slots.Crc(slot, b)) continue;
+    if (slots.Flags(slot, b) & kDirty) {
       // Only the cache holds this data and it cannot be proven: fail the
       // read rather than return something wrong.
       if (s.ok()) LiveStats::Bump(stats.checksum_failed);
@@ -64,18 +64,18 @@ Status Engine::Impl::ReadCachedBlocks(uint64_t line, uint32_t slot, uint32_t b0,
       LiveStats::Bump(stats.origin_read_err);
       return o;
     }
-    stable_changed = stable_changed || IsStable(slot, b);
+    stable_changed = stable_changed || slots.IsStable(slot, b);
     if (!s.ok()) {
-      Invalidate(slot, b);  // the cache device failed here; do not trust it
+      slots.Invalidate(slot, b);  // the cache device failed here; do not trust it
       repaired = true;
       continue;
     }
     LiveStats::Bump(stats.checksum_repaired);
     if (dev.cache->Write(SlotOffset(slot, b), block, kBlockSize).ok()) {
-      MarkValidClean(slot, b, Crc32c(block, kBlockSize), flushes_started.load());
+      slots.MarkValidClean(slot, b, Crc32c(block, kBlockSize), slots.FlushesStarted());
     } else {
       CountCacheError(stats.cache_write_err);
-      Invalidate(slot, b);
+      slots.Invalidate(slot, b);
     }
     repaired = true;
   }
@@ -90,9 +90,9 @@ Status Engine::Impl::ReadSegment(const Segment& seg, uint8_t* out, bool bypass, 
   std::lock_guard cell(StripeOf(seg.line));
   const uint32_t b0 = seg.first_block(), b1 = seg.end_block();
   uint8_t* window = WindowFor(seg, out);
-  std::optional<uint32_t> slot = Lookup(seg.line, b0, b1);
+  std::optional<uint32_t> slot = slots.Lookup(seg.line, b0, b1);
   std::bitset<256> hit;
-  for (uint32_t b = b0; b < b1; ++b) hit[b - b0] = slot && (Flags(*slot, b) & kValid);
+  for (uint32_t b = b0; b < b1; ++b) hit[b - b0] = slot && (slots.Flags(*slot, b) & kValid);
   uint64_t hits = hit.count(), misses = (b1 - b0) - hits;
   tally.hits += hits;
   tally.misses += misses;
@@ -121,13 +121,13 @@ Status Engine::Impl::ReadSegment(const Segment& seg, uint8_t* out, bool bypass, 
   if (promote && slot) {
     bool changed = false;
     for (uint32_t b = b0; b < b1;) {
-      if (hit[b - b0] || (Flags(*slot, b) & kValid)) { ++b; continue; }
+      if (hit[b - b0] || (slots.Flags(*slot, b) & kValid)) { ++b; continue; }
       uint32_t e = b + 1;
       while (e < b1 && !hit[e - b0]) ++e;
       const uint8_t* src = window + size_t{b - b0} * kBlockSize;
       if (dev.cache->Write(SlotOffset(*slot, b), src, uint64_t{e - b} * kBlockSize).ok()) {
-        uint64_t epoch = flushes_started.load();
-        for (uint32_t x = b; x < e; ++x) MarkValidClean(*slot, x, BlockCrc(window, x - b0), epoch);
+        uint64_t epoch = slots.FlushesStarted();
+        for (uint32_t x = b; x < e; ++x) slots.MarkValidClean(*slot, x, BlockCrc(window, x - b0), epoch);
         changed = true;
       } else {
         CountCacheError(stats.cache_write_err);
@@ -136,7 +136,7 @@ Status Engine::Impl::ReadSegment(const Segment& seg, uint8_t* out, bool bypass, 
     }
     if (changed) PutRecord(*slot, false);
     RecordBatch batch;
-    ReleaseIfEmpty(*slot, batch);
+    slots.ReleaseIfEmpty(*slot, batch);
     if (!batch.empty()) (void)Commit(batch, false);
   }
   if (window != out) std::memcpy(out, window + (seg.begin - size_t{b0} * kBlockSize), seg.end - seg.begin);
@@ -147,7 +147,7 @@ Status Engine::Impl::FillEdges(const Segment& seg, std::optional<uint32_t> slot,
   const uint32_t b0 = seg.first_block(), b1 = seg.end_block();
   auto fill = [&](uint32_t b) -> Status {
     uint8_t* edge = EdgeBuffer();
-    if (slot && (Flags(*slot, b) & kValid)) {
+    if (slot && (slots.Flags(*slot, b) & kValid)) {
       CACHECORE_RETURN_IF_ERROR(ReadCachedBlocks(seg.line, *slot, b, b + 1, edge));
     } else {
       Status s = dev.origin->Read(OriginOffset(seg.line, b), edge, kBlockSize);
@@ -178,11 +178,11 @@ Status Engine::Impl::WriteSegment(const Segment& seg, const uint8_t* in, bool by
   const uint32_t b0 = seg.first_block(), b1 = seg.end_block();
   uint8_t* window = WindowFor(seg, in);
   if (window != in) std::memcpy(window + (seg.begin - size_t{b0} * kBlockSize), in, seg.end - seg.begin);
-  std::optional<uint32_t> slot = Lookup(seg.line, b0, b1);
+  std::optional<uint32_t> slot = slots.Lookup(seg.line, b0, b1);
   bool any_dirty = false;
   uint64_t hits = 0;
   for (uint32_t b = b0; b < b1 && slot; ++b) {
-    uint8_t f = Flags(*slot, b);
+    uint8_t f = slots.Flags(*slot, b);
     hits += (f & kValid) ? 1 : 0;
     any_dirty |= (f & kDirty) != 0;
   }
@@ -206,37 +206,9 @@ Status Engine::Impl::WriteSegment(const Segment& seg, const uint8_t* in, bool by
 // recovery and written back, so cache and origin agree again). Once per
 // block per flush epoch; later writes in the epoch need nothing.
 Status Engine::Impl::AnnounceOverwrite(uint32_t slot, uint32_t b0, uint32_t b1,
-                                       bool origin_write) {
-  if (PromisedButUnflushed(slot, b0, b1)) CACHECORE_RETURN_IF_ERROR(FlushCacheSide());
-  return MarkOverwrite(slot, b0, b1, origin_write) ? PutRecord(slot, true) : Status::Ok();
-}
-
-// kDirtyOverwritten accepts whatever 4 KiB the cache holds, which is true
-// only once the data it overwrites is durable there. A block a running sync
-// promises (MaybeStable) may not be flushed yet: that sync's cache flush
-// may still be ahead, or may fail. Its data is flushed first.
-bool Engine::Impl::PromisedButUnflushed(uint32_t slot, uint32_t b0, uint32_t b1) const {
-  for (uint32_t b = b0; b < b1; ++b) {
-    if ((Flags(slot, b) & kDirty) && MaybeStable(slot, b) && !IsStable(slot, b)) return true;
-  }
-  return false;
-}
-
-bool Engine::Impl::MarkOverwrite(uint32_t slot, uint32_t b0, uint32_t b1, bool origin_write) {
-  bool announce = false;
-  for (uint32_t b = b0; b < b1; ++b) {
-    size_t i = BlockIndex(slot, b);
-    uint8_t f = block_flags[i];
-    if (!(f & kValid) || !MaybeStable(slot, b)) continue;
-    if (f & kDirty) {
-      block_flags[i] |= kOverwritten;
-    } else if (!origin_write) {
-      continue;  // the origin keeps the old copy: a mismatch falls back to it
-    }
-    block_epoch[i] = flushes_started.load();
-    announce = true;
-  }
-  return announce;
+                                       bool origin_write, uint64_t epoch) {
+  if (slots.PromisedButUnflushed(slot, b0, b1, epoch)) CACHECORE_RETURN_IF_ERROR(FlushCacheSide());
+  return slots.MarkOverwrite(slot, b0, b1, origin_write, epoch) ? PutRecord(slot, true) : Status::Ok();
 }
 
 Status Engine::Impl::WriteBackSegment(const Segment& seg, std::optional<uint32_t> slot,
@@ -246,70 +218,72 @@ Status Engine::Impl::WriteBackSegment(const Segment& seg, std::optional<uint32_t
   if (!slot) return ThroughSegment(seg, std::nullopt, window, CacheMode::kWriteAround, false);
   CACHECORE_RETURN_IF_ERROR(FillEdges(seg, slot, window));
 
-  const uint64_t decided = flushes_started.load();
-  CACHECORE_RETURN_IF_ERROR(AnnounceOverwrite(*slot, b0, b1, /*origin_write=*/false));
+  // Held from the decision to the record: a sync that begins meanwhile
+  // waits, and covers this write whole (see SlotTable::EnterWrite).
+  const WriteEpoch held(slots);
+  const uint64_t epoch = held.epoch();
+  ReachedStep("write-back-0-epoch-held");  // a test point
+  CACHECORE_RETURN_IF_ERROR(AnnounceOverwrite(*slot, b0, b1, /*origin_write=*/false, epoch));
   std::bitset<256> overwritten;
   for (uint32_t b = b0; b < b1; ++b) {
-    overwritten[b - b0] = (Flags(*slot, b) & (kDirty | kOverwritten)) == (kDirty | kOverwritten);
+    overwritten[b - b0] = (slots.Flags(*slot, b) & (kDirty | kOverwritten)) == (kDirty | kOverwritten);
   }
   ReachedStep("write-back-1-decided");  // a test point
 
-  // 1. Data to the cache device (durably first, if a sync began since the
-  // announcement was decided: see SyncBeganSince) ...
+  // 1. Data to the cache device ...
   Status s = dev.cache->Write(SlotOffset(*slot, b0), window, uint64_t{b1 - b0} * kBlockSize);
-  if (s.ok() && SyncBeganSince(decided)) s = FlushCacheSide();
-  if (!s.ok()) return CacheWriteFailed(seg, *slot, window);
+  if (!s.ok()) return CacheWriteFailed(seg, *slot, window, epoch);
   // 2. ... then its metadata (unsynced: Sync() and FUA make it durable,
   // the dirty-region map's bit with it) ...
-  uint64_t epoch = flushes_started.load();
   for (uint32_t b = b0; b < b1; ++b) {
-    MarkDirty(*slot, b, BlockCrc(window, b - b0), overwritten[b - b0], epoch);
+    slots.MarkDirty(*slot, b, BlockCrc(window, b - b0), overwritten[b - b0], epoch);
   }
   // 3. ... and only then does the caller acknowledge the write.
   return PutRecord(*slot, false);
 }
 
-Status Engine::Impl::CacheWriteFailed(const Segment& seg, uint32_t slot, const uint8_t* data) {
+Status Engine::Impl::CacheWriteFailed(const Segment& seg, uint32_t slot, const uint8_t* data,
+                                      uint64_t epoch) {
   const uint32_t b0 = seg.first_block(), b1 = seg.end_block();
   CountCacheError(stats.cache_write_err);
-  CACHECORE_RETURN_IF_ERROR(AnnounceOverwrite(slot, b0, b1, /*origin_write=*/true));
+  CACHECORE_RETURN_IF_ERROR(AnnounceOverwrite(slot, b0, b1, /*origin_write=*/true, epoch));
   // Rule 3, as the cleaner keeps it: blocks written back over stable clean
   // data since the last sync get their fresh record synced before the
   // origin moves on, or the older kClean record could outlive a cut.
   for (uint32_t b = b0; b < b1; ++b) {
-    if (OverCleanUnsynced(slot, b)) {
+    if (slots.OverCleanUnsynced(slot, b)) {
       CACHECORE_RETURN_IF_ERROR(PutRecord(slot, true));
       break;
     }
   }
   CACHECORE_RETURN_IF_ERROR(SyncIfRecentlyEvicted(seg.line));
-  WaitWhileCleaning(seg.line, seg.line);
+  slots.WaitWhileCleaning(seg.line, seg.line);
   Status o = dev.origin->Write(OriginOffset(seg.line, b0), data, uint64_t{b1 - b0} * kBlockSize);
   if (o.ok()) o = dev.origin->Flush();
   if (!o.ok()) {
     LiveStats::Bump(stats.origin_write_err);
     return o;
   }
-  for (uint32_t b = b0; b < b1; ++b) Invalidate(slot, b);
+  for (uint32_t b = b0; b < b1; ++b) slots.Invalidate(slot, b);
   RecordBatch batch;
-  batch.records.PutLine(slot, BuildRecord(slot));
-  ReleaseIfEmpty(slot, batch);
+  batch.records.PutLine(slot, slots.BuildRecord(slot));
+  slots.ReleaseIfEmpty(slot, batch);
   return Commit(batch, true);
 }
 
 void Engine::Impl::UpdateCachedBlocks(uint32_t slot, uint32_t b0, uint32_t b1,
                                       const uint8_t* window, bool only_valid) {
   for (uint32_t b = b0; b < b1;) {
-    if (only_valid && !(Flags(slot, b) & kValid)) { ++b; continue; }
+    if (only_valid && !(slots.Flags(slot, b) & kValid)) { ++b; continue; }
     uint32_t e = b + 1;
-    while (e < b1 && (!only_valid || (Flags(slot, e) & kValid))) ++e;
+    while (e < b1 && (!only_valid || (slots.Flags(slot, e) & kValid))) ++e;
     const uint8_t* src = window + size_t{b - b0} * kBlockSize;
     if (dev.cache->Write(SlotOffset(slot, b), src, uint64_t{e - b} * kBlockSize).ok()) {
-      uint64_t epoch = flushes_started.load();
-      for (uint32_t x = b; x < e; ++x) MarkValidClean(slot, x, BlockCrc(window, x - b0), epoch);
+      uint64_t epoch = slots.FlushesStarted();
+      for (uint32_t x = b; x < e; ++x) slots.MarkValidClean(slot, x, BlockCrc(window, x - b0), epoch);
     } else {
       CountCacheError(stats.cache_write_err);  // drop the blocks; the origin has them
-      for (uint32_t x = b; x < e; ++x) Invalidate(slot, x);
+      for (uint32_t x = b; x < e; ++x) slots.Invalidate(slot, x);
     }
     b = e;
   }
@@ -319,11 +293,13 @@ Status Engine::Impl::ThroughSegment(const Segment& seg, std::optional<uint32_t> 
                                     uint8_t* window, CacheMode mode, bool allocate) {
   const uint32_t b0 = seg.first_block(), b1 = seg.end_block();
   const uint8_t* exact = window + (seg.begin - size_t{b0} * kBlockSize);
-  if (slot) CACHECORE_RETURN_IF_ERROR(AnnounceOverwrite(*slot, b0, b1, /*origin_write=*/true));
+  if (slot) {
+    CACHECORE_RETURN_IF_ERROR(AnnounceOverwrite(*slot, b0, b1, /*origin_write=*/true, slots.FlushesStarted()));
+  }
   // Cached or not, the line may have left another slot whose record still
   // says clean on disk.
   CACHECORE_RETURN_IF_ERROR(SyncIfRecentlyEvicted(seg.line));
-  WaitWhileCleaning(seg.line, seg.line);
+  slots.WaitWhileCleaning(seg.line, seg.line);
   Status s = dev.origin->Write(seg.line * line_size + seg.begin, exact, seg.end - seg.begin);
   if (!s.ok()) LiveStats::Bump(stats.origin_write_err);
   bool keep_copies = s.ok() && (mode == CacheMode::kWriteThrough ||
@@ -341,23 +317,23 @@ Status Engine::Impl::ThroughSegment(const Segment& seg, std::optional<uint32_t> 
     bool whole_new = mode == CacheMode::kWriteThrough && allocate && filled.ok();
     UpdateCachedBlocks(*slot, b0, b1, window, !whole_new);
     if (!filled.ok()) {
-      if (seg.begin % kBlockSize) Invalidate(*slot, b0);
-      if (seg.end % kBlockSize) Invalidate(*slot, b1 - 1);
+      if (seg.begin % kBlockSize) slots.Invalidate(*slot, b0);
+      if (seg.end % kBlockSize) slots.Invalidate(*slot, b1 - 1);
     }
   } else {
     // Read-only and pass-through keep no copy of written data; after an
     // origin error the cached copy may be older than the origin: drop it.
-    for (uint32_t b = b0; b < b1; ++b) Invalidate(*slot, b);
+    for (uint32_t b = b0; b < b1; ++b) slots.Invalidate(*slot, b);
   }
-  batch.records.PutLine(*slot, BuildRecord(*slot));
-  ReleaseIfEmpty(*slot, batch);
+  batch.records.PutLine(*slot, slots.BuildRecord(*slot));
+  slots.ReleaseIfEmpty(*slot, batch);
   Status m = Commit(batch, false);
   return s.ok() ? m : s;
 }
 
 Status Engine::Impl::DiscardSegment(const Segment& seg) {
   std::lock_guard cell(StripeOf(seg.line));
-  std::optional<uint32_t> slot = Lookup(seg.line, 0, 0);
+  std::optional<uint32_t> slot = slots.Lookup(seg.line, 0, 0);
   if (!slot) return Status::Ok();
   // Whole blocks are dropped, dirty or not. A block the discard covers only
   // in part is dropped when clean (the origin's copy, discarded there too,
@@ -366,15 +342,15 @@ Status Engine::Impl::DiscardSegment(const Segment& seg) {
   bool dropped_dirty = false, dropped_stable = false;
   for (uint32_t b = b0; b < b1; ++b) {
     bool whole = b * kBlockSize >= seg.begin && (b + 1) * kBlockSize <= seg.end;
-    bool dirty = (Flags(*slot, b) & kDirty) != 0;
+    bool dirty = (slots.Flags(*slot, b) & kDirty) != 0;
     if (!whole && dirty) continue;
     dropped_dirty |= dirty;
-    dropped_stable |= (Flags(*slot, b) & kValid) && IsStable(*slot, b);
-    Invalidate(*slot, b);
+    dropped_stable |= (slots.Flags(*slot, b) & kValid) && slots.IsStable(*slot, b);
+    slots.Invalidate(*slot, b);
   }
   RecordBatch batch;
-  batch.records.PutLine(*slot, BuildRecord(*slot));
-  ReleaseIfEmpty(*slot, batch);
+  batch.records.PutLine(*slot, slots.BuildRecord(*slot));
+  slots.ReleaseIfEmpty(*slot, batch);
   // Dropped dirty data must stay dropped before the slot can hold another
   // line, or a crash could bring it back under the new line's name; and a
   // dropped stable clean block's kClean record must not outlive the drop
@@ -383,24 +359,14 @@ Status Engine::Impl::DiscardSegment(const Segment& seg) {
 }
 
 Status Engine::Impl::SyncIfRecentlyEvicted(std::span<const uint64_t> lines) {
-  {
-    std::lock_guard lock(mu);
-    if (unsynced_evictions.empty() ||
-        std::none_of(lines.begin(), lines.end(), [&](uint64_t l) { return unsynced_evictions.count(l); })) {
-      return Status::Ok();
-    }
-  }
+  if (!slots.AnyRecentlyEvicted(lines)) return Status::Ok();
   // The line's record may still say "clean" on disk while its slot is gone:
   // make the eviction durable before the origin copy changes.
   return SyncMetadata();
 }
 
 Status Engine::Impl::SyncMetadata() {
-  uint64_t listed;
-  {
-    std::lock_guard lock(mu);
-    listed = evictions_listed;
-  }
+  const uint64_t listed = slots.EvictionsListed();
   ReachedStep("sync-metadata-1-begun");  // a test point
   const uint64_t sequence = dev.metadata->LatestSequence();  // durable once Sync() returns
   Status m = dev.metadata->Sync();
@@ -408,17 +374,7 @@ Status Engine::Impl::SyncMetadata() {
     LiveStats::Bump(stats.metadata_err);
     return m;
   }
-  {
-    // Only what was listed before the sync began is durable now (each
-    // listing follows its delete into the store); an eviction listed
-    // meanwhile waits for the next sync.
-    std::lock_guard lock(mu);
-    if (evictions_listed == listed) {
-      unsynced_evictions.clear();
-    } else {
-      std::erase_if(unsynced_evictions, [&](const auto& e) { return e.second <= listed; });
-    }
-  }
+  slots.ForgetEvictions(listed);
   WriteSyncMark(sequence);
   return m;
 }
@@ -437,7 +393,7 @@ void Engine::Impl::WriteSyncMark(uint64_t sequence) {
 }
 
 Status Engine::Impl::SyncAll() {
-  const uint64_t epoch = flushes_started.fetch_add(1) + 1;
+  const uint64_t epoch = slots.BeginFlush();
   // Data on both devices first, then the metadata that describes it. The
   // dirty-region map's changed pages ride on the cache flush: every region
   // with dirty data is marked on the device before any of its records is
@@ -454,9 +410,7 @@ Status Engine::Impl::SyncAll() {
   if (!c.ok()) return c;
   if (!o.ok()) return o;
   if (!m.ok()) return m;
-  uint64_t done = flushes_completed.load();
-  while (done < epoch && !flushes_completed.compare_exchange_weak(done, epoch)) {
-  }
+  slots.CompleteFlush(epoch);
   return Status::Ok();
 }
 
@@ -470,10 +424,7 @@ Status Engine::Impl::FlushCacheSide() {
 Status Engine::Impl::PersistDirtyMap(MapWrite what, bool flush) {
   std::lock_guard io(dirty_map_io);
   std::vector<std::pair<uint64_t, AlignedBuffer>> pages;
-  {
-    std::lock_guard lock(mu);
-    pages = dirty_map.TakeChangedPages(what == MapWrite::kAll);
-  }
+  pages = slots.TakeChangedDirtyPages(what == MapWrite::kAll);
   std::vector<IoRequest> writes;
   for (auto& [offset, page] : pages) {
     writes.push_back({IoOp::kWrite, offset, kDirtyMapPageSize, page.data(), Status()});
@@ -488,8 +439,7 @@ Status Engine::Impl::PersistDirtyMap(MapWrite what, bool flush) {
     if (!s.ok()) CountCacheError(stats.cache_flush_err);
   }
   if (!s.ok()) {
-    std::lock_guard lock(mu);
-    dirty_map.MarkAllChanged();  // written again next time
+    slots.MarkAllDirtyPagesChanged();  // written again next time
     return s;
   }
   return Status::Ok();

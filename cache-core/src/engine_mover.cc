@@ -102,22 +102,18 @@ uint64_t Engine::Impl::FillLine(uint64_t line, uint8_t* buffer) {
   if (shut_down.load() || EffectiveMode() == CacheMode::kPassThrough) return 0;
   const uint32_t blocks = static_cast<uint32_t>(
       std::min<uint64_t>(blocks_per_line, (identity.origin_size - line * line_size) / kBlockSize));
-  std::optional<uint32_t> slot;
-  {
-    std::lock_guard lock(mu);
-    if (auto it = map.find(line); it != map.end()) slot = it->second;
-  }
-  if (slot && slot_valid_blocks[*slot] >= blocks) return 0;
+  std::optional<uint32_t> slot = slots.Find(line);
+  if (slot && slots.ValidBlocks(*slot) >= blocks) return 0;
   if (!slot) slot = Allocate(line);
   if (!slot) return 0;
   uint64_t moved = 0;
   for (uint32_t b = 0; b < blocks;) {
-    if (Flags(*slot, b) & kValid) {
+    if (slots.Flags(*slot, b) & kValid) {
       ++b;
       continue;
     }
     uint32_t e = b + 1;
-    while (e < blocks && !(Flags(*slot, e) & kValid)) ++e;
+    while (e < blocks && !(slots.Flags(*slot, e) & kValid)) ++e;
     uint8_t* data = buffer + size_t{b} * kBlockSize;
     const uint64_t bytes = uint64_t{e - b} * kBlockSize;
     if (!dev.origin->Read(OriginOffset(line, b), data, bytes).ok()) {
@@ -128,16 +124,16 @@ uint64_t Engine::Impl::FillLine(uint64_t line, uint8_t* buffer) {
       CountCacheError(stats.cache_write_err);
       break;
     }
-    const uint64_t epoch = flushes_started.load();
+    const uint64_t epoch = slots.FlushesStarted();
     for (uint32_t x = b; x < e; ++x) {
-      MarkValidClean(*slot, x, Crc32c(buffer + size_t{x} * kBlockSize, kBlockSize), epoch);
+      slots.MarkValidClean(*slot, x, Crc32c(buffer + size_t{x} * kBlockSize, kBlockSize), epoch);
     }
     moved += bytes;
     b = e;
   }
   if (moved > 0) PutRecord(*slot, false);
   RecordBatch batch;
-  ReleaseIfEmpty(*slot, batch);  // nothing could be read into a new slot
+  slots.ReleaseIfEmpty(*slot, batch);  // nothing could be read into a new slot
   if (!batch.empty()) (void)Commit(batch, false);
   return moved;
 }
@@ -151,11 +147,7 @@ uint64_t Engine::Impl::FillPins(MoverState& st, uint64_t budget) {
   if (Clock::now() < st.pins_idle_until) return 0;
   uint64_t used = 0, checked = 0;
   while (used + line_size <= budget && checked < kChecksPerTick) {
-    std::optional<uint64_t> line;
-    {
-      std::lock_guard lock(mu);
-      line = pins.NextAtOrAfter(st.pin_cursor);
-    }
+    std::optional<uint64_t> line = slots.NextPinAtOrAfter(st.pin_cursor);
     if (!line) {  // a pass is complete; rest when it found everything there
       if (!st.pass_filled) st.pins_idle_until = Clock::now() + kPinRecheck;
       st.pin_cursor = 0;
@@ -175,11 +167,7 @@ uint64_t Engine::Impl::FillPins(MoverState& st, uint64_t budget) {
 
 void Engine::Impl::RankRegions(MoverState& st) {
   std::vector<std::pair<uint64_t, uint32_t>> heats = heat.Ranked();
-  uint64_t room;
-  {
-    std::lock_guard lock(mu);
-    room = capacity - std::min<uint64_t>(capacity, pins.total());
-  }
+  uint64_t room = capacity - std::min<uint64_t>(capacity, slots.PinnedLines());
   // The hottest regions that fit in the cache beside the pins.
   const uint64_t lines_per_region = heat.region_bytes() / line_size;
   st.hot.clear();
@@ -209,12 +197,7 @@ uint64_t Engine::Impl::PlaceByHeat(MoverState& st, uint64_t budget) {
       st.hot_line = 0;
     }
     ++checked;
-    bool resident, room;
-    {
-      std::lock_guard lock(mu);
-      resident = pins.Contains(line) || map.count(line) > 0;  // pins fill on their own
-      room = !free_slots.empty();
-    }
+    auto [resident, room] = slots.ResidentAndRoom(line);  // pins fill on their own
     if (resident) continue;
     if (!room && !DemoteColdLine(st)) {
       st.hot_index = st.hot.size();  // all the rest is hot or pinned: done until the next ranking
@@ -238,27 +221,13 @@ bool Engine::Impl::DemoteColdLine(MoverState& st) {
   for (uint32_t n = 0; n < capacity; ++n) {
     const uint32_t slot = st.demote_cursor;
     st.demote_cursor = (st.demote_cursor + 1) % capacity;
-    uint64_t line;
-    {
-      std::lock_guard lock(mu);
-      line = slot_line[slot];
-      if (line == kNoLine || pins.Contains(line) || cleaning.count(line)) continue;
-    }
-    if (st.in_hot[heat.RegionOf(line * line_size)]) continue;
+    std::optional<uint64_t> line = slots.DemotionCandidate(slot);
+    if (!line || st.in_hot[heat.RegionOf(*line * line_size)]) continue;
     // Dirty data goes to the origin first (the cleaner's own path).
-    if (!CleanLines({line}, nullptr).ok()) continue;
-    std::lock_guard cell(StripeOf(line));
+    if (!CleanLines({*line}, nullptr).ok()) continue;
+    std::lock_guard cell(StripeOf(*line));
     RecordBatch batch;
-    {
-      std::lock_guard lock(mu);
-      if (slot_line[slot] != line || slot_dirty_blocks[slot] > 0 || cleaning.count(line) ||
-          pins.Contains(line)) {
-        continue;  // changed meanwhile
-      }
-      batch.emptied.emplace_back(line, slot);
-      EvictLocked(slot, batch.records);
-    }
-    LiveStats::Bump(stats.evictions);
+    if (!slots.EvictIfDemotable(slot, *line, batch)) continue;  // changed meanwhile
     LiveStats::Bump(placement_demotions);
     (void)Commit(batch, false);  // frees the slot once its record is deleted
     return true;

@@ -36,18 +36,14 @@ uint64_t Engine::Impl::LinesBytes(uint64_t first, uint64_t end) const {
   return std::min(end * line_size, identity.origin_size) - first * line_size;
 }
 
-uint64_t Engine::Impl::CachedLines(uint64_t first, uint64_t end) {
-  uint64_t n = 0;
-  ForEachCachedLine(first, end, [&](uint32_t, uint64_t) { ++n; });
-  return n;
-}
-
 void Engine::Impl::LoadPlacement() {
   MetadataStore* m = dev.metadata;
   if (Result<std::string> v = m->GetConfig(kPinsKey); v.ok()) {
     // A damaged entry cannot pin the wrong data (pins only keep lines
     // resident); it is dropped, and the next pin rewrites it.
-    if (Result<LineIntervals> p = LineIntervals::Decode(v.value()); p.ok()) pins = std::move(p.value());
+    if (Result<LineIntervals> p = LineIntervals::Decode(v.value()); p.ok()) {
+      slots.ReplacePins(std::move(p.value()), {}, true);  // nothing is cached yet
+    }
   }
   if (Result<std::string> v = m->GetConfig(kWindowKey); v.ok()) {
     if (Result<PlacementWindow> w = ParsePlacementWindow(v.value()); w.ok()) placement.window = w.value();
@@ -58,7 +54,7 @@ void Engine::Impl::LoadPlacement() {
   }
   if (Result<std::string> v = m->GetConfig(kHeatKey); v.ok()) (void)heat.Decode(v.value());
   if (Result<std::string> v = m->GetConfig(kMovementKey); v.ok()) movement.Decode(v.value());
-  pins_changed.store(!pins.empty());
+  pins_changed.store(slots.PinnedLines() > 0);
 }
 
 Status Engine::Impl::ResetPlacement(MetadataStore* m) {
@@ -113,25 +109,11 @@ Status Engine::Impl::ChangePins(uint64_t offset, uint64_t length, const PinEdit&
   Result<std::pair<uint64_t, uint64_t>> lines = LinesOf(*this, offset, length);
   if (!lines.ok()) return lines.status();
   std::lock_guard pin_lock(pin_mu);
-  LineIntervals next;
-  {
-    std::lock_guard lock(mu);
-    next = pins;
-  }
+  LineIntervals next = slots.Pins();
   Result<std::vector<LineIntervals::Interval>> changed = edit(next, lines->first, lines->second);
   if (!changed.ok()) return changed.status();
   CACHECORE_RETURN_IF_ERROR(dev.metadata->PutConfig(kPinsKey, next.Encode(), true));
-  {
-    std::lock_guard lock(mu);
-    pins = std::move(next);
-    for (auto [a, b] : changed.value()) {
-      // Pinned lines leave the policy; unpinned ones come back as newly inserted.
-      ForEachCachedLine(a, b, [&](uint32_t slot, uint64_t line) {
-        if (pinning) policy->OnRemove(slot);
-        else policy->OnInsert(slot, line);
-      });
-    }
-  }
+  slots.ReplacePins(std::move(next), changed.value(), pinning);
   if (pinning) {
     pins_changed.store(true);
     mover_cv.notify_all();
@@ -168,9 +150,8 @@ Status Engine::Unpin(uint64_t offset, uint64_t length) {
 PinReport Engine::pins() const {
   Impl& im = *impl_;
   PinReport r;
-  std::lock_guard lock(im.mu);
-  for (auto [a, b] : im.pins.intervals()) {
-    PinnedRange p{a * im.line_size, im.LinesBytes(a, b), im.CachedLines(a, b) * im.line_size};
+  for (const SlotTable::PinnedInterval& pin : im.slots.PinnedWithResidency()) {
+    PinnedRange p{pin.first * im.line_size, im.LinesBytes(pin.first, pin.end), pin.cached * im.line_size};
     p.resident_bytes = std::min(p.resident_bytes, p.length);
     r.pinned_bytes += p.length;
     r.resident_bytes += p.resident_bytes;
@@ -216,13 +197,12 @@ MovementReport Engine::movement() const {
   std::vector<std::pair<uint64_t, uint32_t>> heat = im.heat.Ranked(kHottestShown);
   const size_t shown = heat.size();
   const uint64_t lines_per_region = r.region_bytes / im.line_size;
-  std::lock_guard lock(im.mu);
   for (size_t i = 0; i < shown; ++i) {
     uint64_t first = heat[i].second * lines_per_region;
     uint64_t end = std::min(first + lines_per_region, im.OriginLines());
     uint64_t bytes = im.LinesBytes(first, end);
     r.hottest.push_back({first * im.line_size, bytes, heat[i].first,
-                         std::min(bytes, im.CachedLines(first, end) * im.line_size)});
+                         std::min(bytes, im.slots.CachedLines(first, end) * im.line_size)});
   }
   return r;
 }

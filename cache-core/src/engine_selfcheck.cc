@@ -53,13 +53,14 @@ void CompareRecord(const Engine::Impl& im, uint64_t slot, const LineRecord& r, P
     return;
   }
   const uint32_t s = static_cast<uint32_t>(slot);
-  if (im.slot_line[s] != r.origin_line) {
+  const uint64_t line = im.slots.LineOf(s);
+  if (line != r.origin_line) {
     p.Add(SlotName(slot) + ": the store says origin line " + std::to_string(r.origin_line) +
-          ", RAM says " + (im.slot_line[s] == kNoLine ? "free" : std::to_string(im.slot_line[s])));
+          ", RAM says " + (line == kNoLine ? "free" : std::to_string(line)));
     return;
   }
   for (uint32_t b = 0; b < im.blocks_per_line; ++b) {
-    const uint8_t f = im.Flags(s, b);
+    const uint8_t f = im.slots.Flags(s, b);
     const BlockClass c = r.classes[b];
     const bool valid = (f & kValid) != 0, dirty = (f & kDirty) != 0;
     const std::string where = SlotName(slot) + " block " + std::to_string(b);
@@ -67,39 +68,9 @@ void CompareRecord(const Engine::Impl& im, uint64_t slot, const LineRecord& r, P
       p.Add(where + ": the store says " + (valid ? "invalid" : "valid") + ", RAM the opposite");
     } else if (valid && dirty != DirtyClass(c)) {
       p.Add(where + ": the store says " + (dirty ? "clean" : "dirty") + ", RAM the opposite");
-    } else if (valid && im.block_crc[im.BlockIndex(s, b)] != r.crcs[b]) {
+    } else if (valid && im.slots.Crc(s, b) != r.crcs[b]) {
       p.Add(where + ": the checksums differ");
     }
-  }
-}
-
-// The RAM table against itself and against the set of recorded slots.
-void CheckSlots(const Engine::Impl& im, const std::vector<bool>& recorded, Problems& p) {
-  std::vector<int> on_free_list(im.capacity, 0);
-  for (uint32_t s : im.free_slots) ++on_free_list[s];
-  for (uint32_t s = 0; s < im.capacity; ++s) {
-    uint16_t valid = 0, dirty = 0;
-    for (uint32_t b = 0; b < im.blocks_per_line; ++b) {
-      valid += (im.Flags(s, b) & kValid) ? 1 : 0;
-      dirty += (im.Flags(s, b) & kDirty) ? 1 : 0;
-    }
-    if (valid != im.slot_valid_blocks[s] || dirty != im.slot_dirty_blocks[s]) {
-      p.Add(SlotName(s) + ": block counts disagree with the flags");
-    }
-    const uint64_t line = im.slot_line[s];
-    if (line == kNoLine) {
-      if (on_free_list[s] != 1) p.Add(SlotName(s) + ": free, but on the free list " + std::to_string(on_free_list[s]) + " times");
-      continue;
-    }
-    if (on_free_list[s] != 0) p.Add(SlotName(s) + ": holds line " + std::to_string(line) + " and is on the free list");
-    auto it = im.map.find(line);
-    if (it == im.map.end() || it->second != s) p.Add(SlotName(s) + ": line " + std::to_string(line) + " is not mapped to it");
-    // A slot just allocated has no record until its first data lands.
-    if (valid > 0 && !recorded[s]) p.Add(SlotName(s) + ": caches line " + std::to_string(line) + " without a record");
-    if ((dirty > 0) != (im.dirty_index.count(line) == 1)) p.Add(SlotName(s) + ": the dirty index disagrees");
-  }
-  for (const auto& [line, slot] : im.map) {
-    if (slot >= im.capacity || im.slot_line[slot] != line) p.Add("line " + std::to_string(line) + ": mapped to a slot that holds another");
   }
 }
 
@@ -116,8 +87,9 @@ std::vector<std::unique_lock<std::mutex>> HoldEveryStripe(Engine::Impl& im) {
 
 Status Engine::CheckRecordsAgreeForTest() const {
   Impl& im = *impl_;
+  // Every stripe held: no slot changes (the slot table's shared state
+  // changes only under the stripe of a line it concerns).
   auto stripes = HoldEveryStripe(im);
-  std::lock_guard lock(im.mu);
   Problems problems("disagreements between the store and RAM");
   std::vector<bool> recorded(im.capacity, false);
   std::unordered_map<uint64_t, uint64_t> slot_of_line;
@@ -131,29 +103,29 @@ Status Engine::CheckRecordsAgreeForTest() const {
     return Status::Ok();
   });
   if (!s.ok()) return s;
-  CheckSlots(im, recorded, problems);
+  im.slots.CheckInvariants(recorded, [&](const std::string& what) { problems.Add(what); });
   return problems.ToStatus();
 }
 
 Status Engine::CheckCleanDataForTest(const std::function<bool(uint64_t)>& may_differ) const {
   Impl& im = *impl_;
   auto stripes = HoldEveryStripe(im);
-  std::lock_guard lock(im.mu);
   Problems problems("clean blocks the origin does not hold");
   AlignedBuffer cached(kBlockSize), origin(kBlockSize);
   for (uint32_t s = 0; s < im.capacity; ++s) {
-    if (im.slot_line[s] == kNoLine) continue;
+    const uint64_t line = im.slots.LineOf(s);
+    if (line == kNoLine) continue;
     for (uint32_t b = 0; b < im.blocks_per_line; ++b) {
-      if ((im.Flags(s, b) & (kValid | kDirty)) != kValid) continue;
-      const std::string where = SlotName(s) + " (line " + std::to_string(im.slot_line[s]) + ") block " + std::to_string(b);
+      if ((im.slots.Flags(s, b) & (kValid | kDirty)) != kValid) continue;
+      const std::string where = SlotName(s) + " (line " + std::to_string(line) + ") block " + std::to_string(b);
       if (!im.dev.cache->Read(im.SlotOffset(s, b), cached.data(), kBlockSize).ok() ||
-          !im.dev.origin->Read(im.OriginOffset(im.slot_line[s], b), origin.data(), kBlockSize).ok()) {
+          !im.dev.origin->Read(im.OriginOffset(line, b), origin.data(), kBlockSize).ok()) {
         problems.Add(where + ": cannot be read");
         continue;
       }
       // A copy that fails its checksum is never served (the origin's is).
-      if (Crc32c(cached.data(), kBlockSize) != im.block_crc[im.BlockIndex(s, b)]) continue;
-      const uint64_t first_sector = im.OriginOffset(im.slot_line[s], b) / kSectorSize;
+      if (Crc32c(cached.data(), kBlockSize) != im.slots.Crc(s, b)) continue;
+      const uint64_t first_sector = im.OriginOffset(line, b) / kSectorSize;
       for (uint32_t k = 0; k < kBlockSize / kSectorSize; ++k) {
         if (std::memcmp(cached.data() + k * kSectorSize, origin.data() + k * kSectorSize, kSectorSize) != 0 &&
             !may_differ(first_sector + k)) {

@@ -1,0 +1,487 @@
+// The slot table: lookup, block state, allocation and eviction, the dirty
+// index and cleaning, pins, and the warm start's adoption of records.
+#include "engine/slot_table.h"
+
+#include <algorithm>
+
+#include "cachecore/steps.h"
+
+namespace cachecore {
+
+namespace {
+// Evicted lines remembered until a metadata sync; past this many,
+// allocation asks for a sync (cheap next to the I/O that filled the cache).
+constexpr size_t kMaxUnsyncedEvictions = 1 << 16;
+}  // namespace
+
+SlotTable::SlotTable(uint32_t capacity, uint32_t blocks_per_line, const CacheIdentity& identity,
+                     uint32_t promote_after_hits, LiveStats& stats)
+    : capacity_(capacity),
+      blocks_per_line_(blocks_per_line),
+      stats_(stats),
+      slot_line_(capacity, kNoLine),
+      slot_valid_blocks_(capacity, 0),
+      slot_dirty_blocks_(capacity, 0),
+      block_crc_(size_t{capacity} * blocks_per_line, 0),
+      block_epoch_(size_t{capacity} * blocks_per_line, 0),
+      block_flags_(size_t{capacity} * blocks_per_line, 0),
+      policy_(NewS3FifoPolicy(capacity, promote_after_hits)),
+      dirty_map_(identity) {
+  MutexLock lock(mu_);
+  for (uint32_t slot = capacity; slot-- > 0;) free_slots_.push_back(slot);
+}
+
+uint64_t SlotTable::EnterWrite() {
+  for (;;) {
+    const uint64_t epoch = flushes_started_.load();
+    writers_[epoch & 1].fetch_add(1);
+    // Counted before a flush began (that flush waits for us) or seen late:
+    // then again in the new epoch.
+    if (flushes_started_.load() == epoch) return epoch;
+    LeaveWrite(epoch);
+  }
+}
+
+void SlotTable::LeaveWrite(uint64_t epoch) {
+  if (writers_[epoch & 1].fetch_sub(1) == 1 && flushes_started_.load() != epoch) {
+    MutexLock lock(writers_mu_);  // a flush may wait for the count to reach zero
+    writers_left_.notify_all();
+  }
+}
+
+uint64_t SlotTable::BeginFlush() {
+  MutexLock order(flush_order_mu_);
+  const uint64_t epoch = flushes_started_.fetch_add(1) + 1;
+  const uint64_t previous = epoch - 1;
+  ReachedStep("sync-1-epoch-begun");  // a test point: writers of `previous` may be in flight
+  MutexLock lock(writers_mu_);
+  lock.Wait(writers_left_, [&] { return writers_[previous & 1].load() == 0; });
+  return epoch;
+}
+
+WriteEpoch::WriteEpoch(SlotTable& table) : table_(table), epoch_(table.EnterWrite()) {}
+WriteEpoch::~WriteEpoch() { table_.LeaveWrite(epoch_); }
+
+void SlotTable::CompleteFlush(uint64_t epoch) {
+  uint64_t done = flushes_completed_.load();
+  while (done < epoch && !flushes_completed_.compare_exchange_weak(done, epoch)) {
+  }
+}
+
+// ---- looking up
+
+std::optional<uint32_t> SlotTable::Lookup(uint64_t line, uint32_t b0, uint32_t b1) {
+  MutexLock lock(mu_);
+  auto it = map_.find(line);
+  if (it == map_.end()) return std::nullopt;
+  for (uint32_t b = b0; b < b1; ++b) {
+    if (Flags(it->second, b) & kValid) {
+      policy_->OnHit(it->second);
+      break;
+    }
+  }
+  return it->second;
+}
+
+std::optional<uint32_t> SlotTable::Find(uint64_t line) {
+  MutexLock lock(mu_);
+  auto it = map_.find(line);
+  if (it == map_.end()) return std::nullopt;
+  return it->second;
+}
+
+void SlotTable::NoteHits(std::span<const uint32_t> slots) {
+  MutexLock lock(mu_);
+  for (uint32_t slot : slots) {
+    if (slot != kNoSlot) policy_->OnHit(slot);
+  }
+}
+
+// ---- per-block state
+
+void SlotTable::MarkValidClean(uint32_t slot, uint32_t block, uint32_t crc, uint64_t epoch) {
+  size_t i = Index(slot, block);
+  if (!(block_flags_[i] & kValid)) ++slot_valid_blocks_[slot];
+  if (block_flags_[i] & kDirty) MarkClean(slot, block);
+  block_flags_[i] = kValid;
+  block_crc_[i] = crc;
+  block_epoch_[i] = epoch;
+}
+
+void SlotTable::MarkDirty(uint32_t slot, uint32_t block, uint32_t crc, bool overwritten,
+                          uint64_t epoch) {
+  size_t i = Index(slot, block);
+  if (!(block_flags_[i] & kValid)) ++slot_valid_blocks_[slot];
+  if (!(block_flags_[i] & kDirty) && slot_dirty_blocks_[slot]++ == 0) {
+    LiveStats::Bump(stats_.dirty_lines);
+    MutexLock lock(mu_);
+    dirty_index_[slot_line_[slot]] = slot;
+    dirty_map_.LineDirty(slot_line_[slot]);
+  }
+  const uint8_t before = block_flags_[i];
+  const bool over_clean = (before == kValid && IsStable(slot, block)) ||
+                          OverCleanUnsynced(slot, block);
+  block_flags_[i] = kValid | kDirty | (overwritten ? kOverwritten : 0) | (over_clean ? kOverClean : 0);
+  block_crc_[i] = crc;
+  block_epoch_[i] = epoch;
+}
+
+void SlotTable::MarkClean(uint32_t slot, uint32_t block) {
+  size_t i = Index(slot, block);
+  if (!(block_flags_[i] & kDirty)) return;
+  block_flags_[i] = kValid;
+  if (--slot_dirty_blocks_[slot] == 0) {
+    LiveStats::Bump(stats_.dirty_lines, static_cast<uint64_t>(-1));
+    MutexLock lock(mu_);
+    dirty_index_.erase(slot_line_[slot]);
+    dirty_map_.LineClean(slot_line_[slot]);
+  }
+}
+
+void SlotTable::Invalidate(uint32_t slot, uint32_t block) {
+  size_t i = Index(slot, block);
+  if (!(block_flags_[i] & kValid)) return;
+  MarkClean(slot, block);
+  block_flags_[i] = 0;
+  --slot_valid_blocks_[slot];
+}
+
+bool SlotTable::MarkCleanedIfUnchanged(uint32_t slot, uint32_t block, uint32_t crc) {
+  size_t i = Index(slot, block);
+  if (!(block_flags_[i] & kDirty) || block_crc_[i] != crc) return false;  // rewritten meanwhile
+  MarkClean(slot, block);
+  block_epoch_[i] = 0;  // durable on the origin now
+  return true;
+}
+
+// kDirtyOverwritten accepts whatever 4 KiB the cache holds, which is true
+// only once the data it overwrites is durable there. A block a running sync
+// promises (MaybeStable) may not be flushed yet: that sync's cache flush
+// may still be ahead, or may fail. Its data is flushed first.
+bool SlotTable::PromisedButUnflushed(uint32_t slot, uint32_t b0, uint32_t b1, uint64_t epoch) const {
+  for (uint32_t b = b0; b < b1; ++b) {
+    if ((Flags(slot, b) & kDirty) && MaybeStable(slot, b, epoch) && !IsStable(slot, b)) return true;
+  }
+  return false;
+}
+
+bool SlotTable::MarkOverwrite(uint32_t slot, uint32_t b0, uint32_t b1, bool origin_write,
+                              uint64_t epoch) {
+  bool announce = false;
+  for (uint32_t b = b0; b < b1; ++b) {
+    size_t i = Index(slot, b);
+    uint8_t f = block_flags_[i];
+    if (!(f & kValid) || !MaybeStable(slot, b, epoch)) continue;
+    if (f & kDirty) {
+      block_flags_[i] |= kOverwritten;
+    } else if (!origin_write) {
+      continue;  // the origin keeps the old copy: a mismatch falls back to it
+    }
+    block_epoch_[i] = epoch;
+    announce = true;
+  }
+  return announce;
+}
+
+LineRecord SlotTable::BuildRecord(uint32_t slot) const {
+  LineRecord r;
+  r.origin_line = slot_line_[slot];
+  r.classes.resize(blocks_per_line_);
+  r.crcs.resize(blocks_per_line_);
+  for (uint32_t b = 0; b < blocks_per_line_; ++b) {
+    size_t i = Index(slot, b);
+    uint8_t f = block_flags_[i];
+    r.crcs[b] = block_crc_[i];
+    bool stable = IsStable(slot, b);
+    if (!(f & kValid)) r.classes[b] = BlockClass::kInvalid;
+    else if (!(f & kDirty)) r.classes[b] = stable ? BlockClass::kClean : BlockClass::kCleanFresh;
+    else if (stable) r.classes[b] = BlockClass::kDirty;
+    else if (f & kOverwritten) r.classes[b] = BlockClass::kDirtyOverwritten;
+    else r.classes[b] = BlockClass::kDirtyFresh;
+  }
+  return r;
+}
+
+// ---- allocation and eviction
+
+void SlotTable::EvictLocked(uint32_t slot, MetadataStore::Batch& batch) {
+  map_.erase(slot_line_[slot]);
+  policy_->OnRemove(slot);
+  for (uint32_t b = 0; b < blocks_per_line_; ++b) block_flags_[Index(slot, b)] = 0;
+  slot_valid_blocks_[slot] = 0;
+  slot_dirty_blocks_[slot] = 0;
+  slot_line_[slot] = kNoLine;
+  batch.DeleteLine(slot);
+  LiveStats::Bump(stats_.occupancy_lines, static_cast<uint64_t>(-1));
+}
+
+void SlotTable::ListEvictionLocked(uint64_t line) { unsynced_evictions_[line] = ++evictions_listed_; }
+
+// Gives `slot` to `line`. True when so many evictions wait for a sync that
+// the caller should sync now.
+bool SlotTable::TakeSlotLocked(uint32_t slot, uint64_t line) {
+  slot_line_[slot] = line;
+  map_[line] = slot;
+  if (!pins_.Contains(line)) policy_->OnInsert(slot, line);  // pinned: never a victim
+  LiveStats::Bump(stats_.occupancy_lines);
+  LiveStats::Bump(stats_.promotions);
+  return unsynced_evictions_.size() > kMaxUnsyncedEvictions;
+}
+
+std::optional<uint32_t> SlotTable::PickVictimLocked(VictimHandler& victims) {
+  return policy_->PickVictim([&](uint32_t s) {
+    mu_.AssertHeld();  // the policy calls back under mu_
+    if (cleaning_.count(slot_line_[s])) return false;  // on its way to the origin
+    return victims.Claim(slot_line_[s]);
+  });
+}
+
+std::optional<uint32_t> SlotTable::Allocate(uint64_t line, VictimHandler& victims, bool& sync_due) {
+  MutexLock lock(mu_);
+  sync_due = false;
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    if (!free_slots_.empty()) {
+      uint32_t slot = free_slots_.back();
+      free_slots_.pop_back();
+      sync_due = TakeSlotLocked(slot, line);
+      return slot;
+    }
+    // Cache full: take a victim whose stripe nobody else holds.
+    std::optional<uint32_t> victim = PickVictimLocked(victims);
+    if (!victim) return std::nullopt;
+    if (slot_dirty_blocks_[*victim] > 0) {
+      // Dirty victim: clean it first. Its stripe is claimed, so nobody else
+      // touches it while mu_ is released for the I/O.
+      lock.Unlock();
+      Status cleaned = victims.Clean(*victim);
+      lock.Lock();
+      if (!cleaned.ok()) {
+        victims.ReleaseClaim();
+        continue;  // the policy offers another victim next time round
+      }
+    }
+    return HandOver(*victim, line, victims, sync_due);
+  }
+  return std::nullopt;
+}
+
+// The victim's slot goes to `line`. Its old record is deleted in the store,
+// and the eviction listed, before the victim's stripe is released: a writer
+// of the victim's line must find the eviction listed.
+uint32_t SlotTable::HandOver(uint32_t slot, uint64_t line, VictimHandler& victims, bool& sync_due) {
+  const uint64_t old_line = slot_line_[slot];
+  MetadataStore::Batch batch;
+  EvictLocked(slot, batch);
+  LiveStats::Bump(stats_.evictions);
+  sync_due = TakeSlotLocked(slot, line);
+  mu_.Unlock();
+  victims.ApplyDelete(batch);
+  mu_.Lock();
+  ListEvictionLocked(old_line);
+  victims.ReleaseClaim();
+  return slot;
+}
+
+void SlotTable::ReleaseIfEmpty(uint32_t slot, RecordBatch& batch) {
+  if (slot_valid_blocks_[slot] != 0) return;
+  {
+    MutexLock lock(mu_);
+    batch.emptied.emplace_back(slot_line_[slot], slot);
+    EvictLocked(slot, batch.records);
+  }
+  ReachedStep("release-1-emptied");  // a test point: the slot is not free yet
+}
+
+bool SlotTable::EvictIfDemotable(uint32_t slot, uint64_t line, RecordBatch& batch) {
+  MutexLock lock(mu_);
+  if (slot_line_[slot] != line || slot_dirty_blocks_[slot] > 0 || cleaning_.count(line) ||
+      pins_.Contains(line)) {
+    return false;  // changed meanwhile
+  }
+  batch.emptied.emplace_back(line, slot);
+  EvictLocked(slot, batch.records);
+  LiveStats::Bump(stats_.evictions);
+  return true;
+}
+
+std::optional<uint64_t> SlotTable::DemotionCandidate(uint32_t slot) {
+  MutexLock lock(mu_);
+  const uint64_t line = slot_line_[slot];
+  if (line == kNoLine || pins_.Contains(line) || cleaning_.count(line)) return std::nullopt;
+  return line;
+}
+
+void SlotTable::FreeEmptied(const RecordBatch& batch) {
+  if (batch.emptied.empty()) return;
+  MutexLock lock(mu_);
+  for (const auto& [line, slot] : batch.emptied) {
+    ListEvictionLocked(line);
+    free_slots_.push_back(slot);
+  }
+}
+
+// ---- evictions not yet synced
+
+bool SlotTable::AnyRecentlyEvicted(std::span<const uint64_t> lines) {
+  MutexLock lock(mu_);
+  if (unsynced_evictions_.empty()) return false;
+  return std::any_of(lines.begin(), lines.end(), [&](uint64_t l) {
+    mu_.AssertHeld();
+    return unsynced_evictions_.count(l) > 0;
+  });
+}
+
+uint64_t SlotTable::EvictionsListed() {
+  MutexLock lock(mu_);
+  return evictions_listed_;
+}
+
+void SlotTable::ForgetEvictions(uint64_t listed) {
+  MutexLock lock(mu_);
+  // Only what was listed before the sync began is durable now (each listing
+  // follows its delete into the store); an eviction listed meanwhile waits
+  // for the next sync.
+  if (evictions_listed_ == listed) {
+    unsynced_evictions_.clear();
+  } else {
+    std::erase_if(unsynced_evictions_, [&](const auto& e) { return e.second <= listed; });
+  }
+}
+
+// ---- the dirty index and cleaning
+
+std::vector<uint64_t> SlotTable::NextDirtyLines(uint64_t max) {
+  std::vector<uint64_t> lines;
+  MutexLock lock(mu_);
+  auto it = dirty_index_.lower_bound(clean_cursor_);
+  for (size_t n = 0; n < dirty_index_.size() && lines.size() < max; ++n) {
+    if (it == dirty_index_.end()) it = dirty_index_.begin();
+    lines.push_back(it->first);
+    ++it;
+  }
+  if (!lines.empty()) clean_cursor_ = lines.back() + 1;
+  return lines;
+}
+
+std::vector<uint64_t> SlotTable::DirtyLines() {
+  MutexLock lock(mu_);
+  std::vector<uint64_t> lines;
+  lines.reserve(dirty_index_.size());
+  for (const auto& entry : dirty_index_) lines.push_back(entry.first);
+  return lines;
+}
+
+std::optional<uint32_t> SlotTable::BeginCleaning(uint64_t line, bool& busy) {
+  MutexLock lock(mu_);
+  busy = false;
+  auto it = map_.find(line);
+  if (it == map_.end() || slot_dirty_blocks_[it->second] == 0) return std::nullopt;
+  if (!cleaning_.insert(line).second) {  // another cleaner has it
+    busy = true;
+    return std::nullopt;
+  }
+  cleaning_count_.fetch_add(1);
+  return it->second;
+}
+
+void SlotTable::EndCleaning(std::span<const uint64_t> lines) {
+  {
+    MutexLock lock(mu_);
+    for (uint64_t line : lines) cleaning_.erase(line);
+    cleaning_count_.fetch_sub(lines.size());
+  }
+  cleaning_done_.notify_all();
+}
+
+void SlotTable::WaitWhileCleaning(uint64_t first_line, uint64_t last_line) {
+  if (cleaning_count_.load() == 0) return;  // the common case: no lock taken
+  MutexLock lock(mu_);
+  lock.Wait(cleaning_done_, [&] {
+    mu_.AssertHeld();
+    for (uint64_t line : cleaning_) {
+      if (line >= first_line && line <= last_line) return false;
+    }
+    return true;
+  });
+}
+
+// ---- the dirty-region map
+
+std::vector<std::pair<uint64_t, AlignedBuffer>> SlotTable::TakeChangedDirtyPages(bool all) {
+  MutexLock lock(mu_);
+  return dirty_map_.TakeChangedPages(all);
+}
+
+void SlotTable::MarkAllDirtyPagesChanged() {
+  MutexLock lock(mu_);
+  dirty_map_.MarkAllChanged();
+}
+
+// ---- pins
+
+template <typename Fn>
+void SlotTable::ForEachCachedLineLocked(uint64_t first, uint64_t end, Fn fn) {
+  if (end - first <= map_.size()) {
+    for (uint64_t line = first; line < end; ++line) {
+      if (auto it = map_.find(line); it != map_.end()) fn(it->second, line);
+    }
+    return;
+  }
+  for (const auto& [line, slot] : map_) {
+    if (line >= first && line < end) fn(slot, line);
+  }
+}
+
+LineIntervals SlotTable::Pins() {
+  MutexLock lock(mu_);
+  return pins_;
+}
+
+void SlotTable::ReplacePins(LineIntervals next, std::span<const LineIntervals::Interval> changed,
+                            bool pinning) {
+  MutexLock lock(mu_);
+  pins_ = std::move(next);
+  for (auto [a, b] : changed) {
+    // Pinned lines leave the policy; unpinned ones come back as newly inserted.
+    ForEachCachedLineLocked(a, b, [&](uint32_t slot, uint64_t line) {
+      mu_.AssertHeld();
+      if (pinning) policy_->OnRemove(slot);
+      else policy_->OnInsert(slot, line);
+    });
+  }
+}
+
+std::optional<uint64_t> SlotTable::NextPinAtOrAfter(uint64_t line) {
+  MutexLock lock(mu_);
+  return pins_.NextAtOrAfter(line);
+}
+
+uint64_t SlotTable::PinnedLines() {
+  MutexLock lock(mu_);
+  return pins_.total();
+}
+
+std::vector<SlotTable::PinnedInterval> SlotTable::PinnedWithResidency() {
+  MutexLock lock(mu_);
+  std::vector<PinnedInterval> out;
+  for (auto [a, b] : pins_.intervals()) {
+    uint64_t cached = 0;
+    ForEachCachedLineLocked(a, b, [&](uint32_t, uint64_t) { ++cached; });
+    out.push_back({a, b, cached});
+  }
+  return out;
+}
+
+std::pair<bool, bool> SlotTable::ResidentAndRoom(uint64_t line) {
+  MutexLock lock(mu_);
+  return {pins_.Contains(line) || map_.count(line) > 0, !free_slots_.empty()};
+}
+
+uint64_t SlotTable::CachedLines(uint64_t first, uint64_t end) {
+  MutexLock lock(mu_);
+  uint64_t n = 0;
+  ForEachCachedLineLocked(first, end, [&](uint32_t, uint64_t) { ++n; });
+  return n;
+}
+
+}  // namespace cachecore

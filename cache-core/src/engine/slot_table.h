@@ -1,0 +1,335 @@
+// The slot table: which origin line each cache slot holds, the state of
+// each 4 KiB block in it, and everything that decides where a line goes.
+// Not a public header.
+//
+// Locking. `mu_` guards what is shared between lines: the map from origin
+// lines to slots, the free slots, the eviction policy, the dirty index, the
+// dirty-region map, the pins, the lines being cleaned and the evictions not
+// yet synced. It is never held across I/O and never blocked on by a holder
+// of it. A slot's per-block state (flags, checksum, epoch, counters) is
+// guarded by the stripe of the line in it: the engine's cell lock, held
+// across a segment's I/O. Methods marked "REQUIRES: the line's stripe"
+// need it; the analysis cannot check a lock chosen by line, so they say so.
+// A slot's line changes only with both mu_ and the stripes held, so it may
+// be read under either.
+//
+// Durability. A slot leaves the cache in three steps: under mu_ it leaves
+// the map (its record's delete goes into a batch); the engine applies the
+// batch; only then is the slot free for another line and the eviction
+// listed as unsynced (FreeEmptied, ListEviction). Freed any earlier,
+// another thread could put its own record for the slot before the late
+// delete, which would then remove it; listed earlier, a metadata sync could
+// clear the listing before the delete it covers. Until a sync that began
+// after the listing completes, every writer of the line's origin copy
+// syncs first (AnyRecentlyEvicted): the old record may still say clean.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "cachecore/dirty_map.h"
+#include "cachecore/eviction_policy.h"
+#include "cachecore/metadata_store.h"
+#include "cachecore/stats.h"
+#include "line_intervals.h"
+#include "thread_annotations.h"
+
+namespace cachecore {
+
+constexpr uint64_t kNoLine = UINT64_MAX;
+
+// Per-block flags in RAM.
+enum BlockFlag : uint8_t {
+  kValid = 1,
+  kDirty = 2,
+  // Rewritten in place over flushed dirty data since that data's last
+  // flush: its durable record says kDirtyOverwritten.
+  kOverwritten = 4,
+  // Written back over a stable clean block, unannounced: until a sync
+  // completes, the durable record may still call the older data clean, so
+  // the cleaner syncs before the origin takes the new data.
+  kOverClean = 8,
+};
+
+// A metadata batch and the slots it empties (origin line, slot): the engine
+// applies the records, then FreeEmptied frees the slots.
+struct RecordBatch {
+  MetadataStore::Batch records;
+  std::vector<std::pair<uint64_t, uint32_t>> emptied;
+  bool empty() const { return records.empty(); }
+};
+
+// What Allocate needs from the engine to take a victim: the victim line's
+// stripe, the cleaning of a dirty victim, and the delete of its record.
+class VictimHandler {
+ public:
+  virtual ~VictimHandler() = default;
+  // Called under mu_ (touch no slot-table state): whether the line may be
+  // evicted now; true only if the caller holds its stripe or took it now.
+  virtual bool Claim(uint64_t line) = 0;
+  // mu_ released, the victim's stripe claimed: writes its dirty blocks to
+  // the origin and marks them clean, durably.
+  virtual Status Clean(uint32_t slot) = 0;
+  // mu_ released: applies the batch with the delete of the victim's record.
+  virtual void ApplyDelete(MetadataStore::Batch& batch) = 0;
+  // Lets go of a stripe Claim took (after a failed Clean, or once the
+  // eviction is listed).
+  virtual void ReleaseClaim() = 0;
+};
+
+// A block whose record is not stable, found at a warm start: proven
+// against the cache device's data before it is served.
+struct UnprovenBlock {
+  uint32_t slot;
+  uint32_t block;
+  BlockClass cls;
+};
+
+class SlotTable;
+
+// A write-back write's hold on its flush epoch (see SlotTable::EnterWrite).
+class WriteEpoch {
+ public:
+  explicit WriteEpoch(SlotTable& table);
+  ~WriteEpoch();
+  WriteEpoch(const WriteEpoch&) = delete;
+  WriteEpoch& operator=(const WriteEpoch&) = delete;
+  uint64_t epoch() const { return epoch_; }
+
+ private:
+  SlotTable& table_;
+  uint64_t epoch_;
+};
+
+class SlotTable {
+ public:
+  SlotTable(uint32_t capacity, uint32_t blocks_per_line, const CacheIdentity& identity,
+            uint32_t promote_after_hits, LiveStats& stats);
+
+  uint32_t capacity() const { return capacity_; }
+  uint32_t blocks_per_line() const { return blocks_per_line_; }
+
+  // ---- flush epochs: a write that completes while FlushesStarted() == e is
+  // covered by flush e+1; it is durable once flush e+1 has completed.
+  //
+  // A write-back write holds its epoch (EnterWrite .. LeaveWrite, see
+  // WriteEpoch) from before it decides what to announce until its record
+  // is put, and decides by that epoch alone. A flush that begins meanwhile
+  // waits for it before flushing anything (BeginFlush), so it covers the
+  // write whole: its data before the flush's cache flush, its record before
+  // the flush's store sync. Otherwise a flush could promise the older data
+  // of a block the write replaces unannounced (no flush had begun since
+  // that data was written) while the write's fresh record, durable without
+  // its data or over data the write replaced, rejects it at recovery.
+  uint64_t FlushesStarted() const { return flushes_started_.load(); }
+  uint64_t EnterWrite();
+  void LeaveWrite(uint64_t epoch);
+  // Starts flush epoch+1 and returns it once no write of an earlier epoch
+  // is in flight. One flush at a time gets this far.
+  uint64_t BeginFlush() EXCLUDES(flush_order_mu_, writers_mu_);
+  void CompleteFlush(uint64_t epoch);
+
+  // ---- looking up (take mu_)
+  // The slot of `line`, if cached. Tells the policy of a hit when a block in
+  // [b0, b1) is valid. REQUIRES: the line's stripe (flags are stable).
+  std::optional<uint32_t> Lookup(uint64_t line, uint32_t b0, uint32_t b1) EXCLUDES(mu_);
+  std::optional<uint32_t> Find(uint64_t line) EXCLUDES(mu_);
+  // Tells the policy of a hit on each slot (kNoSlot entries are skipped).
+  void NoteHits(std::span<const uint32_t> slots) EXCLUDES(mu_);
+  static constexpr uint32_t kNoSlot = UINT32_MAX;
+
+  // ---- per-block state. REQUIRES: the line's stripe.
+  uint64_t LineOf(uint32_t slot) const { return slot_line_[slot]; }
+  uint8_t Flags(uint32_t slot, uint32_t block) const { return block_flags_[Index(slot, block)]; }
+  uint32_t Crc(uint32_t slot, uint32_t block) const { return block_crc_[Index(slot, block)]; }
+  uint32_t ValidBlocks(uint32_t slot) const { return slot_valid_blocks_[slot]; }
+  uint32_t DirtyBlocks(uint32_t slot) const { return slot_dirty_blocks_[slot]; }
+  // Durable as recorded: a sync that began after the block's last write
+  // has completed.
+  bool IsStable(uint32_t slot, uint32_t block) const {
+    return block_epoch_[Index(slot, block)] < flushes_completed_.load();
+  }
+  // Maybe durable as recorded: a sync that began after the block's last
+  // write has begun by `epoch` (it may complete at any moment). What such a
+  // sync promises must be announced before it is changed, even while the
+  // sync runs (the stable-record rules in docs/design.md).
+  bool MaybeStable(uint32_t slot, uint32_t block, uint64_t epoch) const {
+    return block_epoch_[Index(slot, block)] < epoch;
+  }
+  // Written back over stable clean data since the last completed sync: the
+  // durable record may still call the older data clean (rule 3).
+  bool OverCleanUnsynced(uint32_t slot, uint32_t block) const {
+    return (Flags(slot, block) & kOverClean) && !IsStable(slot, block);
+  }
+  // State changes; they keep the counters, the dirty index and the
+  // dirty-region map right (those parts under mu_, taken here).
+  void MarkValidClean(uint32_t slot, uint32_t block, uint32_t crc, uint64_t epoch);
+  void MarkDirty(uint32_t slot, uint32_t block, uint32_t crc, bool overwritten, uint64_t epoch);
+  void MarkClean(uint32_t slot, uint32_t block);
+  void Invalidate(uint32_t slot, uint32_t block);
+  // The cleaner wrote the block to the origin and made it durable there:
+  // calls it clean and stable, if it is still dirty with the data of `crc`.
+  bool MarkCleanedIfUnchanged(uint32_t slot, uint32_t block, uint32_t crc);
+  // A dirty block in [b0, b1) that a running sync promises (as of `epoch`)
+  // but whose data may not be on the cache device durably yet: flush
+  // before announcing.
+  bool PromisedButUnflushed(uint32_t slot, uint32_t b0, uint32_t b1, uint64_t epoch) const;
+  // Before blocks in [b0, b1) are rewritten in place (or, with
+  // `origin_write`, their origin copy) in `epoch`: flags the ones whose
+  // record a sync may promise (MaybeStable) as overwritten and moves them to
+  // `epoch`. True when the slot's record must be synced before the write.
+  bool MarkOverwrite(uint32_t slot, uint32_t b0, uint32_t b1, bool origin_write, uint64_t epoch);
+  LineRecord BuildRecord(uint32_t slot) const;
+
+  // ---- allocation and eviction
+  // A slot for `line` (REQUIRES: its stripe): a free one, or a victim's
+  // (cleaned first when dirty) that `victims` claims; the policy offers
+  // another after a claim is refused or cleaning fails, four times at most.
+  // Nothing when every candidate is busy. `sync_due`: so many evictions
+  // wait for a sync that the caller should sync now.
+  std::optional<uint32_t> Allocate(uint64_t line, VictimHandler& victims, bool& sync_due)
+      EXCLUDES(mu_);
+  // Empties the slot when no block is valid any more (REQUIRES: the line's
+  // stripe): it leaves the map, the delete of its record goes into `batch`.
+  void ReleaseIfEmpty(uint32_t slot, RecordBatch& batch) EXCLUDES(mu_);
+  // The same for a clean, unpinned line not being cleaned that is still in
+  // `slot` (the mover's demotion; REQUIRES: the line's stripe). False when
+  // any of that changed.
+  bool EvictIfDemotable(uint32_t slot, uint64_t line, RecordBatch& batch) EXCLUDES(mu_);
+  // The line in `slot` if it may be demoted (cached, unpinned, not being
+  // cleaned), read without its stripe: a candidate, checked again later.
+  std::optional<uint64_t> DemotionCandidate(uint32_t slot) EXCLUDES(mu_);
+  // After `batch` was applied to the store: lists its evictions and frees
+  // its slots.
+  void FreeEmptied(const RecordBatch& batch) EXCLUDES(mu_);
+
+  // ---- evictions not yet synced (rule 2)
+  bool AnyRecentlyEvicted(std::span<const uint64_t> lines) EXCLUDES(mu_);
+  // How many evictions were listed so far; after a sync that began when it
+  // was `listed`, ForgetEvictions(listed) drops those listed up to then.
+  uint64_t EvictionsListed() EXCLUDES(mu_);
+  void ForgetEvictions(uint64_t listed) EXCLUDES(mu_);
+
+  // ---- the dirty index and cleaning
+  // Up to `max` dirty lines in origin order from where the last call ended,
+  // wrapping around.
+  std::vector<uint64_t> NextDirtyLines(uint64_t max) EXCLUDES(mu_);
+  std::vector<uint64_t> DirtyLines() EXCLUDES(mu_);
+  // Marks `line` as being cleaned and returns its slot (REQUIRES: its
+  // stripe); nothing when it is not cached, has no dirty block, or another
+  // cleaner has it (`busy` then says which).
+  std::optional<uint32_t> BeginCleaning(uint64_t line, bool& busy) EXCLUDES(mu_);
+  void EndCleaning(std::span<const uint64_t> lines) EXCLUDES(mu_);
+  // Returns once no line in [first_line, last_line] is being cleaned.
+  void WaitWhileCleaning(uint64_t first_line, uint64_t last_line) EXCLUDES(mu_);
+
+  // ---- the dirty-region map's pages to write (see DirtyMap)
+  std::vector<std::pair<uint64_t, AlignedBuffer>> TakeChangedDirtyPages(bool all) EXCLUDES(mu_);
+  void MarkAllDirtyPagesChanged() EXCLUDES(mu_);
+
+  // ---- pins: pinned lines stay out of the eviction policy (so they are
+  // never victims); a line enters the policy when it is allocated or
+  // unpinned, unless pinned.
+  LineIntervals Pins() EXCLUDES(mu_);
+  // Puts `next` in force and moves the cached lines of `changed` out of the
+  // policy (pinning) or back into it.
+  void ReplacePins(LineIntervals next, std::span<const LineIntervals::Interval> changed,
+                   bool pinning) EXCLUDES(mu_);
+  std::optional<uint64_t> NextPinAtOrAfter(uint64_t line) EXCLUDES(mu_);
+  uint64_t PinnedLines() EXCLUDES(mu_);
+  struct PinnedInterval {
+    uint64_t first, end;  // lines
+    uint64_t cached;      // of them in the cache
+  };
+  std::vector<PinnedInterval> PinnedWithResidency() EXCLUDES(mu_);
+  // For the mover: whether `line` is cached or pinned, and whether a slot
+  // is free.
+  std::pair<bool, bool> ResidentAndRoom(uint64_t line) EXCLUDES(mu_);
+  uint64_t CachedLines(uint64_t first, uint64_t end) EXCLUDES(mu_);
+
+  // ---- a warm start (nothing runs yet)
+  // Takes in the record of `slot`; blocks whose record is not stable are
+  // appended to `unproven`.
+  Status AdoptRecord(uint64_t slot, const LineRecord& record, uint64_t origin_lines,
+                     std::vector<UnprovenBlock>& unproven) EXCLUDES(mu_);
+  // Sets the state of a block whose record is not stable from the checksum
+  // of what the cache holds (nothing: it cannot be read).
+  void RecoverBlock(const UnprovenBlock& block, bool clean_shutdown,
+                    std::optional<uint32_t> found_crc);
+  // Counts, indexes and frees what the records left; slots whose records
+  // no longer say what RAM does are appended to `changed_slots`.
+  void FinishLoad(std::vector<uint32_t>& changed_slots) EXCLUDES(mu_);
+
+  // Reports each broken invariant of the table to `problem`, for the
+  // self-check; `recorded` says which slots the store has a record for.
+  // Nothing may run meanwhile.
+  void CheckInvariants(const std::vector<bool>& recorded,
+                       const std::function<void(const std::string&)>& problem) EXCLUDES(mu_);
+
+ private:
+  size_t Index(uint32_t slot, uint32_t block) const {
+    return static_cast<size_t>(slot) * blocks_per_line_ + block;
+  }
+  void EvictLocked(uint32_t slot, MetadataStore::Batch& batch) REQUIRES(mu_);
+  bool TakeSlotLocked(uint32_t slot, uint64_t line) REQUIRES(mu_);
+  void ListEvictionLocked(uint64_t line) REQUIRES(mu_);
+  std::optional<uint32_t> PickVictimLocked(VictimHandler& victims) REQUIRES(mu_);
+  uint32_t HandOver(uint32_t slot, uint64_t line, VictimHandler& victims, bool& sync_due)
+      REQUIRES(mu_);
+  template <typename Fn>
+  void ForEachCachedLineLocked(uint64_t first, uint64_t end, Fn fn) REQUIRES(mu_);
+
+  const uint32_t capacity_;
+  const uint32_t blocks_per_line_;
+  LiveStats& stats_;
+
+  // Per slot and per block; guarded by the stripe of the slot's line.
+  std::vector<uint64_t> slot_line_;
+  std::vector<uint16_t> slot_valid_blocks_;
+  std::vector<uint16_t> slot_dirty_blocks_;
+  std::vector<uint32_t> block_crc_;
+  std::vector<uint64_t> block_epoch_;  // flushes_started_ when last written
+  std::vector<uint8_t> block_flags_;
+
+  std::atomic<uint64_t> flushes_started_{1};
+  std::atomic<uint64_t> flushes_completed_{1};
+  // Write-back writes in flight, by the parity of their epoch: flushes begin
+  // one at a time, so only the current epoch and the one before it can have
+  // writers in flight.
+  std::array<std::atomic<uint64_t>, 2> writers_{};
+  Mutex flush_order_mu_;
+  Mutex writers_mu_;
+  std::condition_variable writers_left_;
+
+  Mutex mu_;
+  std::unordered_map<uint64_t, uint32_t> map_ GUARDED_BY(mu_);
+  std::vector<uint32_t> free_slots_ GUARDED_BY(mu_);
+  std::unique_ptr<EvictionPolicy> policy_ PT_GUARDED_BY(mu_);
+  std::map<uint64_t, uint32_t> dirty_index_ GUARDED_BY(mu_);  // origin line -> slot, sorted
+  DirtyMap dirty_map_ GUARDED_BY(mu_);
+  LineIntervals pins_ GUARDED_BY(mu_);
+  uint64_t clean_cursor_ GUARDED_BY(mu_) = 0;
+  // Lines whose dirty blocks are on their way to the origin with their
+  // stripes released; never evicted meanwhile.
+  std::unordered_set<uint64_t> cleaning_ GUARDED_BY(mu_);
+  std::atomic<size_t> cleaning_count_{0};  // cleaning_.size(), read without mu_
+  std::condition_variable cleaning_done_;
+  // Lines evicted since the last metadata sync, with the order they were
+  // listed in (see AnyRecentlyEvicted, ForgetEvictions).
+  std::unordered_map<uint64_t, uint64_t> unsynced_evictions_ GUARDED_BY(mu_);
+  uint64_t evictions_listed_ GUARDED_BY(mu_) = 0;
+};
+
+}  // namespace cachecore

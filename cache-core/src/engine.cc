@@ -373,14 +373,14 @@ Status Engine::Sync() {
 }
 
 Status Engine::Flush(const FlushProgress& progress) {
-  std::lock_guard lock(impl_->manage_mu);
+  MutexLock lock(impl_->manage_mu);
   if (impl_->shut_down.load()) return Status::Busy("the cache is shut down");
   CACHECORE_RETURN_IF_ERROR(RefuseIfMetadataFailed(*impl_));
   return impl_->FlushAll(progress);
 }
 
 Status Engine::SetMode(CacheMode mode, const FlushProgress& progress) {
-  std::lock_guard lock(impl_->manage_mu);
+  MutexLock lock(impl_->manage_mu);
   if (impl_->shut_down.load()) return Status::Busy("the cache is shut down");
   CACHECORE_RETURN_IF_ERROR(RefuseIfMetadataFailed(*impl_));
   CacheMode old = impl_->mode.load();
@@ -445,7 +445,7 @@ uint64_t Engine::overprovisioned_bytes() const {
 const CacheIdentity& Engine::identity() const { return impl_->identity; }
 
 Status Engine::Shutdown() {
-  std::lock_guard lock(impl_->manage_mu);
+  MutexLock lock(impl_->manage_mu);
   if (impl_->shut_down.load()) return Status::Ok();
   impl_->StopMover();
   impl_->StopCleaner();

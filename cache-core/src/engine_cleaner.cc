@@ -264,23 +264,23 @@ Status Engine::Impl::FlushAll(const FlushProgress& progress) {
 }
 
 void Engine::Impl::CleanerLoop() {
-  std::unique_lock lock(cleaner_mu);
+  MutexLock lock(cleaner_mu);
   while (!cleaner_stop) {
-    cleaner_cv.wait_for(lock, std::chrono::milliseconds(100));
+    lock.WaitFor(cleaner_cv, std::chrono::milliseconds(100));
     if (cleaner_stop) break;
-    lock.unlock();
+    lock.Unlock();
     const uint64_t high = uint64_t{capacity} * dirty_high_pct.load() / 100;
     const uint64_t low = uint64_t{capacity} * dirty_low_pct.load() / 100;
     // Cleaning ends in a synced record; with a failed store it cannot.
     if (dev.metadata->failed()) {
-      lock.lock();
+      lock.Lock();
       continue;
     }
     if (failed.load() || stats.dirty_lines.load() > high) {
       uint64_t target = failed.load() ? 0 : low;
       while (stats.dirty_lines.load() > target) {
         {
-          std::lock_guard stop_check(cleaner_mu);
+          MutexLock stop_check(cleaner_mu);
           if (cleaner_stop) break;
         }
         Result<uint64_t> r = CleanPass(cleaner_batch_lines.load());
@@ -288,7 +288,7 @@ void Engine::Impl::CleanerLoop() {
         std::this_thread::yield();              // let client I/O in between passes
       }
     }
-    lock.lock();
+    lock.Lock();
   }
 }
 
@@ -299,7 +299,7 @@ void Engine::Impl::StartCleaner() {
 
 void Engine::Impl::StopCleaner() {
   {
-    std::lock_guard lock(cleaner_mu);
+    MutexLock lock(cleaner_mu);
     cleaner_stop = true;
   }
   cleaner_cv.notify_all();

@@ -25,6 +25,7 @@
 #include "heat_map.h"
 #include "line_intervals.h"
 #include "movement_log.h"
+#include "thread_annotations.h"
 
 namespace cachecore {
 
@@ -227,7 +228,7 @@ struct Engine::Impl {
   uint32_t blocks_per_line;
   uint32_t capacity;
 
-  std::mutex dirty_map_io;  // one map write at a time
+  Mutex dirty_map_io;  // one map write at a time
   std::atomic<uint64_t> sync_mark_written{0};
 
   std::array<std::mutex, kStripes> stripes;
@@ -241,25 +242,25 @@ struct Engine::Impl {
   Admission admission;
   SlotTable slots;  // after stats, which it counts into
 
-  std::mutex manage_mu;  // one Flush / SetMode / Shutdown at a time
-  std::mutex cleaner_mu;
+  Mutex manage_mu;  // one Flush / SetMode / Shutdown at a time
+  Mutex cleaner_mu;
   std::condition_variable cleaner_cv;
-  bool cleaner_stop = false;
+  bool cleaner_stop GUARDED_BY(cleaner_mu) = false;
   std::thread cleaner;
   std::atomic<bool> shut_down{false};
 
   // Pinning and placement.
   uint64_t pin_limit_lines;
-  std::mutex pin_mu;                      // one Pin / Unpin at a time
+  Mutex pin_mu;                           // one Pin / Unpin at a time
   std::atomic<bool> pins_changed{false};  // the filler starts over
   HeatMap heat;
-  mutable std::mutex placement_mu;  // placement settings and movement
-  PlacementSettings placement;
-  MovementLog movement;
+  mutable Mutex placement_mu;
+  PlacementSettings placement GUARDED_BY(placement_mu);
+  MovementLog movement GUARDED_BY(placement_mu);
   std::atomic<uint64_t> pin_fills{0}, placement_promotions{0}, placement_demotions{0};
-  std::mutex mover_mu;
+  Mutex mover_mu;
   std::condition_variable mover_cv;
-  bool mover_stop = false;
+  bool mover_stop GUARDED_BY(mover_mu) = false;
   std::thread mover;
 };
 

@@ -422,7 +422,7 @@ Status Engine::Impl::FlushCacheSide() {
 }
 
 Status Engine::Impl::PersistDirtyMap(MapWrite what, bool flush) {
-  std::lock_guard io(dirty_map_io);
+  MutexLock io(dirty_map_io);
   std::vector<std::pair<uint64_t, AlignedBuffer>> pages;
   pages = slots.TakeChangedDirtyPages(what == MapWrite::kAll);
   std::vector<IoRequest> writes;

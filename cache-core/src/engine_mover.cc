@@ -49,7 +49,7 @@ void Engine::Impl::StopMover() {
   // Never started (an open that failed writes nothing) or stopped already.
   if (!mover.joinable()) return;
   {
-    std::lock_guard lock(mover_mu);
+    MutexLock lock(mover_mu);
     mover_stop = true;
   }
   mover_cv.notify_all();
@@ -61,16 +61,16 @@ void Engine::Impl::MoverLoop() {
   MoverState state(line_size);
   double tokens = 0;
   auto last = Clock::now();
-  std::unique_lock lock(mover_mu);
+  MutexLock lock(mover_mu);
   while (!mover_stop) {
-    mover_cv.wait_for(lock, kTick);
+    lock.WaitFor(mover_cv, kTick);
     if (mover_stop) break;
-    lock.unlock();
+    lock.Unlock();
     const int64_t now = std::time(nullptr);
     heat.AdvanceTo(now / 3600);
     uint64_t rate;
     {
-      std::lock_guard p(placement_mu);
+      MutexLock p(placement_mu);
       movement.Sample(now, MovementNow());
       rate = placement.rate_bytes_per_s;
     }
@@ -93,7 +93,7 @@ void Engine::Impl::MoverLoop() {
         tokens -= static_cast<double>(PlaceByHeat(state, static_cast<uint64_t>(tokens)));
       }
     }
-    lock.lock();
+    lock.Lock();
   }
 }
 

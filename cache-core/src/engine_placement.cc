@@ -45,6 +45,8 @@ void Engine::Impl::LoadPlacement() {
       slots.ReplacePins(std::move(p.value()), {}, true);  // nothing is cached yet
     }
   }
+  if (Result<std::string> v = m->GetConfig(kHeatKey); v.ok()) (void)heat.Decode(v.value());
+  MutexLock lock(placement_mu);  // nothing runs yet; for the analysis
   if (Result<std::string> v = m->GetConfig(kWindowKey); v.ok()) {
     if (Result<PlacementWindow> w = ParsePlacementWindow(v.value()); w.ok()) placement.window = w.value();
   }
@@ -52,7 +54,6 @@ void Engine::Impl::LoadPlacement() {
     uint64_t rate = std::strtoull(v->c_str(), nullptr, 10);
     if (rate > 0) placement.rate_bytes_per_s = rate;
   }
-  if (Result<std::string> v = m->GetConfig(kHeatKey); v.ok()) (void)heat.Decode(v.value());
   if (Result<std::string> v = m->GetConfig(kMovementKey); v.ok()) movement.Decode(v.value());
   pins_changed.store(slots.PinnedLines() > 0);
 }
@@ -68,7 +69,7 @@ Status Engine::Impl::ResetPlacement(MetadataStore* m) {
 void Engine::Impl::SavePlacementHistory(bool sync) {
   std::string moved;
   {
-    std::lock_guard lock(placement_mu);
+    MutexLock lock(placement_mu);
     moved = movement.Encode();
   }
   // History only: a failure costs the record of a day, never data.
@@ -93,7 +94,7 @@ MovementTotals Engine::Impl::MovementNow() const {
 bool Engine::Impl::InPlacementWindow(int64_t now) const {
   std::optional<PlacementWindow> window;
   {
-    std::lock_guard lock(placement_mu);
+    MutexLock lock(placement_mu);
     window = placement.window;
   }
   if (!window) return false;
@@ -108,7 +109,7 @@ Status Engine::Impl::ChangePins(uint64_t offset, uint64_t length, const PinEdit&
   if (shut_down.load()) return Status::Busy("the cache is shut down");
   Result<std::pair<uint64_t, uint64_t>> lines = LinesOf(*this, offset, length);
   if (!lines.ok()) return lines.status();
-  std::lock_guard pin_lock(pin_mu);
+  MutexLock pin_lock(pin_mu);
   LineIntervals next = slots.Pins();
   Result<std::vector<LineIntervals::Interval>> changed = edit(next, lines->first, lines->second);
   if (!changed.ok()) return changed.status();
@@ -171,7 +172,7 @@ Status Engine::SetPlacement(const PlacementSettings& settings) {
       m->PutConfig(kWindowKey, settings.window ? FormatPlacementWindow(*settings.window) : "off", false));
   CACHECORE_RETURN_IF_ERROR(m->PutConfig(kRateKey, std::to_string(settings.rate_bytes_per_s), true));
   {
-    std::lock_guard lock(im.placement_mu);
+    MutexLock lock(im.placement_mu);
     im.placement = settings;
   }
   im.mover_cv.notify_all();
@@ -179,7 +180,7 @@ Status Engine::SetPlacement(const PlacementSettings& settings) {
 }
 
 PlacementSettings Engine::placement() const {
-  std::lock_guard lock(impl_->placement_mu);
+  MutexLock lock(impl_->placement_mu);
   return impl_->placement;
 }
 
@@ -188,7 +189,7 @@ MovementReport Engine::movement() const {
   MovementReport r;
   const int64_t now = std::time(nullptr);
   {
-    std::lock_guard lock(im.placement_mu);
+    MutexLock lock(im.placement_mu);
     MovementLog log = im.movement;
     log.Sample(now, im.MovementNow());  // this hour up to now
     r.hours = log.LastDay(now);

@@ -122,6 +122,12 @@ class SCOPED_CAPABILITY MutexLock {
   void Wait(std::condition_variable& cv, Predicate done) {
     cv.wait(lock_, std::move(done));
   }
+  // Releases the mutex while blocked on `cv` for at most `timeout` (or
+  // until notified, or woken spuriously); holds it again on return.
+  template <typename Rep, typename Period>
+  void WaitFor(std::condition_variable& cv, std::chrono::duration<Rep, Period> timeout) {
+    cv.wait_for(lock_, timeout);
+  }
   // As Wait, for at most `timeout`; returns what the predicate returns last.
   template <typename Rep, typename Period, typename Predicate>
   bool WaitFor(std::condition_variable& cv, std::chrono::duration<Rep, Period> timeout,

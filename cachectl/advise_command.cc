@@ -102,7 +102,7 @@ int RunAdvise(const std::vector<std::string>& args) {
   }
   Result<AdviseResult> r = AdviseCacheSize(o);
   if (!r.ok()) {
-    int code = r.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailed;
+    ExitCode code = r.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailed;
     return Fail(code, "advise: " + r.status().message());
   }
   if (vm.count("json")) PrintJson(o, r.value());

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <optional>
+#include <variant>
 
 #include "cachecore/placement.h"
 #include "cachecore/aio_device.h"
@@ -93,14 +95,16 @@ std::string Absolute(const std::string& path) {
 }
 
 // The running daemon's stats (empty when it does not answer).
-ControlReply CurrentStats(const Dirs& dirs, const std::string& name) {
-  auto stats = SendControl(dirs.ControlSocket(name), "stats");
-  return stats.ok() ? stats.value() : ControlReply{};
+StatsReply CurrentStats(const Dirs& dirs, const std::string& name) {
+  Result<ControlReply> answer = SendControl(dirs.ControlSocket(name), StatsRequest{});
+  if (!answer.ok() || answer->exit_code != kExitOk) return StatsReply{};
+  Result<StatsReply> stats = DecodeStatsReply(answer->data);
+  return stats.ok() ? stats.value() : StatsReply{};
 }
 
 // What the daemon serves, from its stats: the kernel device if any, the
 // NBD socket, and the write-back warning.
-void PrintServing(const Dirs& dirs, const std::string& name, const ControlReply& reply) {
+void PrintServing(const Dirs& dirs, const std::string& name, const StatsReply& reply) {
   std::string dm = reply.Value("dm_device"), kernel = reply.Value("kernel_device");
   Result<CacheMode> mode = ParseCacheMode(reply.Value("mode"));
   if (!dm.empty()) std::printf("  block device: %s (over %s)\n", dm.c_str(), kernel.c_str());
@@ -160,15 +164,15 @@ int Attach(const std::vector<std::string>& args) {
       ("force", "replace a cache device that holds another (clean) cache");
   po::variables_map vm;
   if (int rc = common.Parse(desc, args, vm, "attach"); rc >= 0) return rc;
-  if (overprovision > 90) return Fail(2, "attach: --overprovision must be 0 to 90 (percent of the SSD)");
+  if (overprovision > 90) return Fail(kExitUsage, "attach: --overprovision must be 0 to 90 (percent of the SSD)");
   std::optional<std::string> volume = IsNbdUri(origin) ? std::nullopt : shim::DmNameOf(origin);
-  if (name.empty() && IsNbdUri(origin)) return Fail(2, "attach: an NBD origin needs --name");
+  if (name.empty() && IsNbdUri(origin)) return Fail(kExitUsage, "attach: an NBD origin needs --name");
   if (name.empty()) name = volume ? *volume : NameFromPath(origin);
   Result<CacheMode> mode = ParseCacheMode(mode_text);
   Result<uint64_t> line = ParseSize(line_text);
   Result<int> gid = ResolveGroup(group);
   for (const Status& s : {CheckName(name), mode.status(), line.status(), CheckFrontend(frontend), gid.status()}) {
-    if (!s.ok()) return Fail(2, "attach: " + s.message());
+    if (!s.ok()) return Fail(kExitUsage, "attach: " + s.message());
   }
   Dirs dirs = common.dirs();
   if (int rc = common.RequireRoot("attach"); rc != 0) return rc;
@@ -195,7 +199,7 @@ int Attach(const std::vector<std::string>& args) {
     // with its current table becomes the origin.
     Result<shim::DmTable> table = shim::GetTable(*volume);
     if (!table.ok()) return Fail(ExitCodeOf(table.status()), "attach: " + table.status().message());
-    if (frontend == "socket") return Fail(2, "attach: an online volume needs a kernel front end (not --frontend socket)");
+    if (frontend == "socket") return Fail(kExitUsage, "attach: an online volume needs a kernel front end (not --frontend socket)");
     spec.online_volume = *volume;
     spec.online_table = shim::EncodeTable(table.value());
     spec.origin = "/dev/mapper/" + HiddenOriginName(name);
@@ -215,7 +219,7 @@ int Attach(const std::vector<std::string>& args) {
                      {"frontend", frontend}, {"online_volume", spec.online_volume},
                      {"online_table", spec.online_table}};
   Status saved = SaveConfig(dirs.ConfigFile(name), config);
-  if (!saved.ok()) return Fail(kExitIoFailure, "attach: " + saved.message());
+  if (!saved.ok()) return Fail(kExitFailed, "attach: " + saved.message());
   std::printf("attached %s: %s cached on %s, %s, %s lines\n", name.c_str(), spec.origin.c_str(),
               spec.cache.c_str(), CacheModeName(mode.value()), line_text.c_str());
   PrintServing(dirs, name, CurrentStats(dirs, name));
@@ -243,7 +247,7 @@ int StartOne(const Dirs& dirs, const std::string& name, const std::string& front
     return Fail(kExitRefused, "start " + name + ": " + s.message() + "; the cache is damaged and " +
                 DescribeDirty(damage.value()) + ": see 'cachectl check " + name + "'");
   }
-  ControlReply stats = CurrentStats(dirs, name);
+  StatsReply stats = CurrentStats(dirs, name);
   std::printf("started %s (%s, warm from saved metadata)\n", name.c_str(), stats.Value("mode").c_str());
   PrintServing(dirs, name, stats);
   return 0;
@@ -258,17 +262,17 @@ int Start(const std::vector<std::string>& args) {
       ("frontend", po::value(&frontend), "override the front end chosen at attach");
   po::variables_map vm;
   if (int rc = common.Parse(desc, args, vm, "start", "name"); rc >= 0) return rc;
-  if (!frontend.empty() && !CheckFrontend(frontend).ok()) return Fail(2, "start: " + CheckFrontend(frontend).message());
+  if (!frontend.empty() && !CheckFrontend(frontend).ok()) return Fail(kExitUsage, "start: " + CheckFrontend(frontend).message());
   if (int rc = common.RequireRoot("start"); rc != 0) return rc;
   Dirs dirs = common.dirs();
   if (!vm.count("all")) {
-    if (name.empty()) return Fail(2, "start: give a cache name or --all");
+    if (name.empty()) return Fail(kExitUsage, "start: give a cache name or --all");
     return StartOne(dirs, name, frontend);
   }
   int worst = 0;
   for (const std::string& n : ListCaches(dirs)) {
     if (access(dirs.ControlSocket(n).c_str(), F_OK) == 0 &&
-        SendControl(dirs.ControlSocket(n), "stats").ok()) {
+        SendControl(dirs.ControlSocket(n), StatsRequest{}).ok()) {
       continue;  // running already
     }
     worst = std::max(worst, StartOne(dirs, n, frontend));
@@ -295,27 +299,28 @@ std::function<void(uint64_t, uint64_t)> ProgressPrinter(const std::string& what)
   };
 }
 
-// stop, detach, flush: NAME and a control command.
+// stop, detach, flush: NAME and a control request.
 int SimpleControl(const std::vector<std::string>& args, const char* verb, const char* usage,
-                  std::string command, const char* done) {
+                  Request request, const char* done) {
   std::string name;
   CommonOptions common;
   po::options_description desc = common.Describe(usage);
   desc.add_options()("name", po::value(&name)->required(), "cache name");
-  if (command == "detach") {
+  auto* detach = std::get_if<DetachRequest>(&request);
+  if (detach) {
     desc.add_options()("wipe", "then discard the whole cache device and zero what still reads as data");
   }
   po::variables_map vm;
   if (int rc = common.Parse(desc, args, vm, verb, "name"); rc >= 0) return rc;
   const bool wipe = vm.count("wipe") > 0;
-  if (wipe) command = "detach wipe";
+  if (detach) detach->wipe = wipe;
   if (int rc = common.RequireRoot(verb); rc != 0) return rc;
   Dirs dirs = common.dirs();
   if (access(dirs.ConfigFile(name).c_str(), F_OK) != 0) {
     return Fail(kExitNotFound, std::string(verb) + ": no cache named '" + name + "'");
   }
-  bool running = SendControl(dirs.ControlSocket(name), "stats").ok();
-  if (!running && command.rfind("detach", 0) == 0) {
+  bool running = SendControl(dirs.ControlSocket(name), StatsRequest{}).ok();
+  if (!running && detach) {
     // A stopped cache is detached all the same: started (to clean what is
     // dirty), then detached; or, when an interrupted detach had already
     // released the cache device and nothing is dirty, only its state is
@@ -327,7 +332,7 @@ int SimpleControl(const std::vector<std::string>& args, const char* verb, const 
       if (wipe) {
         auto device = OpenAioDevice(config.value()["cache"]);
         Result<WipeReport> wiped = device.ok() ? WipeDevice(device->get()) : Result<WipeReport>(device.status());
-        if (!wiped.ok()) return Fail(kExitIoFailure, "detach: wiping " + config.value()["cache"] + ": " +
+        if (!wiped.ok()) return Fail(kExitFailed, "detach: wiping " + config.value()["cache"] + ": " +
                                      wiped.status().message());
       }
       std::error_code ec;
@@ -337,10 +342,10 @@ int SimpleControl(const std::vector<std::string>& args, const char* verb, const 
     }
     if (int rc = StartOne(dirs, name, ""); rc != 0) return rc;
   }
-  auto reply = SendControl(dirs.ControlSocket(name), command, ProgressPrinter(verb));
+  auto reply = SendControl(dirs.ControlSocket(name), request, ProgressPrinter(verb));
   if (isatty(STDOUT_FILENO)) std::printf("\n");
-  if (!reply.ok() && running && command != "stop") {
-    return Fail(kExitIoFailure, std::string(verb) + ": the daemon of '" + name + "' died during the " +
+  if (!reply.ok() && running && !std::holds_alternative<StopRequest>(request)) {
+    return Fail(kExitFailed, std::string(verb) + ": the daemon of '" + name + "' died during the " +
                 verb + " (see " + dirs.LogFile(name) + "); 'cachectl start " + name +
                 "' brings the cache back, no flushed data lost");
   }
@@ -349,7 +354,7 @@ int SimpleControl(const std::vector<std::string>& args, const char* verb, const 
                                    reply.status().message() + ")");
   }
   if (reply->exit_code != 0) return Fail(reply->exit_code, std::string(verb) + ": " + reply->message);
-  if (command.rfind("detach", 0) == 0) {
+  if (detach) {
     std::error_code ec;
     std::filesystem::remove_all(dirs.StateDir(name), ec);
   }
@@ -364,22 +369,69 @@ int RunStart(const std::vector<std::string>& a) { return Start(a); }
 int RunStop(const std::vector<std::string>& a) {
   return SimpleControl(a, "stop", "cachectl stop NAME\n\nStops serving; the cache stays warm on the SSD "
                        "(dirty data included) for 'cachectl start'.\n\nexample: cachectl stop data",
-                       "stop", "stopped");
+                       StopRequest{}, "stopped");
 }
 int RunDetach(const std::vector<std::string>& a) {
   return SimpleControl(a, "detach", "cachectl detach NAME [--wipe]\n\nFlushes, then releases the cache: the "
                        "origin alone holds the data. With --wipe, nothing of the volume's data stays\n"
                        "readable on the cache device either (before reusing or retiring it).\n\n"
                        "example: cachectl detach data --wipe",
-                       "detach", "detached; the origin alone holds the data:");
+                       DetachRequest{}, "detached; the origin alone holds the data:");
 }
 int RunFlush(const std::vector<std::string>& a) {
   return SimpleControl(a, "flush", "cachectl flush NAME\n\nWrites every dirty line to the origin now."
-                       "\n\nexample: cachectl flush data", "flush", "flushed");
+                       "\n\nexample: cachectl flush data", FlushRequest{}, "flushed");
 }
 
+namespace {
+
+// The text of set's flags; the cleaner's numbers are what the option
+// parser made of them.
+struct SetFlags {
+  std::string mode, cutoff, window, rate;
+  std::optional<uint32_t> high, low, batch;
+};
+
+// One request of every flag given; kInvalidArgument saying which is wrong.
+Result<SetRequest> ToSetRequest(const SetFlags& f) {
+  SetRequest r;
+  r.dirty_high_pct = f.high;
+  r.dirty_low_pct = f.low;
+  r.cleaner_batch_lines = f.batch;
+  if (f.window == "off") {
+    r.placement_window.emplace();  // given: no window
+  } else if (!f.window.empty()) {
+    Result<PlacementWindow> w = ParsePlacementWindow(f.window);
+    if (!w.ok()) return w.status();
+    r.placement_window.emplace(w.value());
+  }
+  if (!f.rate.empty()) {
+    Result<uint64_t> rate = ParseSize(f.rate);
+    if (!rate.ok() || rate.value() == 0) {
+      return Status::InvalidArgument("--placement-rate '" + f.rate + "': a size a second above 0, e.g. 64M");
+    }
+    r.placement_rate_bytes = rate.value();
+  }
+  if (!f.mode.empty()) {
+    Result<CacheMode> mode = ParseCacheMode(f.mode);
+    if (!mode.ok()) return mode.status();
+    r.mode = mode.value();
+  }
+  if (!f.cutoff.empty()) {
+    Result<uint64_t> cutoff = ParseSize(f.cutoff);
+    if (!cutoff.ok()) return Status::InvalidArgument("--seq-cutoff: " + cutoff.status().message());
+    r.seq_cutoff_bytes = cutoff.value();
+  }
+  return r;
+}
+
+}  // namespace
+
+// One request: the daemon applies the fields given over the settings in
+// force, so a `set` at the same time from elsewhere is never undone.
 int RunSet(const std::vector<std::string>& args) {
-  std::string name, mode_text, cutoff_text, window_text, rate_text;
+  std::string name;
+  SetFlags f;
   uint32_t high = 0, low = 0, batch = 0;
   CommonOptions common;
   po::options_description desc = common.Describe(
@@ -389,61 +441,29 @@ int RunSet(const std::vector<std::string>& args) {
       "example: cachectl set data --placement-window 01:00-05:00 --placement-rate 32M");
   desc.add_options()
       ("name", po::value(&name)->required(), "cache name")
-      ("mode", po::value(&mode_text), "new mode; leaving writeback flushes first, with progress")
-      ("seq-cutoff", po::value(&cutoff_text), "sequential cutoff (0: off)")
+      ("mode", po::value(&f.mode), "new mode; leaving writeback flushes first, with progress")
+      ("seq-cutoff", po::value(&f.cutoff), "sequential cutoff (0: off)")
       ("dirty-high", po::value(&high), "the cleaner starts above this percent of lines dirty")
       ("dirty-low", po::value(&low), "... and stops below this percent")
       ("cleaner-batch", po::value(&batch), "lines per cleaner pass")
-      ("placement-window", po::value(&window_text),
+      ("placement-window", po::value(&f.window),
        "daily local time when the hottest data of the last day is moved in and cold data out (off: never)")
-      ("placement-rate", po::value(&rate_text), "bytes a second placement and pin filling may move (e.g. 64M)");
+      ("placement-rate", po::value(&f.rate), "bytes a second placement and pin filling may move (e.g. 64M)");
   po::variables_map vm;
   if (int rc = common.Parse(desc, args, vm, "set", "name"); rc >= 0) return rc;
-  bool cleaner = vm.count("dirty-high") || vm.count("dirty-low") || vm.count("cleaner-batch");
-  const bool placement = !window_text.empty() || !rate_text.empty();
-  if (mode_text.empty() && cutoff_text.empty() && !cleaner && !placement) {
-    return Fail(2, "set: nothing to set (--mode, --seq-cutoff, --dirty-high, --dirty-low, --cleaner-batch, "
-                   "--placement-window, --placement-rate)");
+  if (vm.count("dirty-high")) f.high = high;
+  if (vm.count("dirty-low")) f.low = low;
+  if (vm.count("cleaner-batch")) f.batch = batch;
+  Result<SetRequest> request = ToSetRequest(f);
+  if (request.ok() && request->empty()) {
+    return Fail(kExitUsage, "set: nothing to set (--mode, --seq-cutoff, --dirty-high, --dirty-low, --cleaner-batch, "
+                            "--placement-window, --placement-rate)");
   }
-  if (!window_text.empty() && window_text != "off" && !ParsePlacementWindow(window_text).ok()) {
-    return Fail(2, "set: " + ParsePlacementWindow(window_text).status().message());
-  }
-  if (!rate_text.empty() && (!ParseSize(rate_text).ok() || ParseSize(rate_text).value() == 0)) {
-    return Fail(2, "set: --placement-rate '" + rate_text + "': a size a second above 0, e.g. 64M");
-  }
-  if (!mode_text.empty() && !ParseCacheMode(mode_text).ok()) {
-    return Fail(2, "set: " + ParseCacheMode(mode_text).status().message());
-  }
-  if (!cutoff_text.empty() && !ParseSize(cutoff_text).ok()) {
-    return Fail(2, "set: --seq-cutoff: " + ParseSize(cutoff_text).status().message());
-  }
+  if (!request.ok()) return Fail(kExitUsage, "set: " + request.status().message());
   if (int rc = common.RequireRoot("set"); rc != 0) return rc;
-  Dirs dirs = common.dirs();
-  ControlReply current;
-  if (int rc = AskCache(dirs, name, "set", "stats", &current); rc != 0) return rc;
-  std::vector<std::string> commands;
-  if (cleaner) {
-    // Unset values keep their current setting.
-    auto take = [&](const char* key, uint32_t* v, const char* flag) {
-      if (!vm.count(flag)) *v = static_cast<uint32_t>(std::strtoul(current.Value(key).c_str(), nullptr, 10));
-    };
-    take("dirty_high_pct", &high, "dirty-high");
-    take("dirty_low_pct", &low, "dirty-low");
-    take("cleaner_batch_lines", &batch, "cleaner-batch");
-    commands.push_back("set cleaner " + std::to_string(high) + " " + std::to_string(low) + " " +
-                       std::to_string(batch));
-  }
-  if (!cutoff_text.empty()) commands.push_back("set seq_cutoff " + cutoff_text);
-  if (!mode_text.empty()) commands.push_back("set mode " + mode_text);
-  if (placement) {  // the one not given keeps its current value
-    std::string window = window_text.empty() ? current.Value("placement_window") : window_text;
-    std::string rate = rate_text.empty() ? current.Value("placement_rate")
-                                         : std::to_string(ParseSize(rate_text).value());
-    commands.push_back("placement " + window + " " + rate);
-  }
-  for (const std::string& c : commands) {
-    ControlReply reply;
-    if (int rc = AskCache(dirs, name, "set", c, &reply, ProgressPrinter("set")); rc != 0) return rc;
+  ControlReply reply;
+  if (int rc = AskCache(common.dirs(), name, "set", request.value(), &reply, ProgressPrinter("set")); rc != 0) {
+    return rc;
   }
   std::printf("set %s\n", name.c_str());
   return 0;

@@ -30,7 +30,7 @@ int RunCheck(const std::vector<std::string>& args) {
   Dirs dirs = common.dirs();
   Result<CacheConfig> config = LoadConfig(dirs.ConfigFile(name));
   if (!config.ok()) return Fail(kExitNotFound, "check: no cache named '" + name + "'");
-  if (SendControl(dirs.ControlSocket(name), "stats").ok()) {
+  if (SendControl(dirs.ControlSocket(name), StatsRequest{}).ok()) {
     return Fail(kExitRefused, "check: cache '" + name + "' is running; stop it first");
   }
   AioOptions ro;
@@ -51,7 +51,7 @@ int RunCheck(const std::vector<std::string>& args) {
     std::string repair = PlannedSuperblockRepair(dirs, name, config.value());
     PrintDamage(damage, name, repair);
     std::fflush(stdout);
-    return Fail(kExitIoFailure, "check: cache '" + name + "' is damaged: " +
+    return Fail(kExitFailed, "check: cache '" + name + "' is damaged: " +
                                     (repair.empty() ? DescribeDirty(damage)
                                                     : "its superblock fails its checksum; 'cachectl start " +
                                                           name + "' repairs it from the metadata store"));
@@ -75,7 +75,7 @@ int RunCheck(const std::vector<std::string>& args) {
     return kExitOk;
   }
   std::fflush(stdout);
-  return Fail(kExitIoFailure, "check: cache '" + name + "' has " + std::to_string(c.problems.size()) +
+  return Fail(kExitFailed, "check: cache '" + name + "' has " + std::to_string(c.problems.size()) +
                                   " problem(s), listed above");
 }
 

@@ -26,14 +26,13 @@ std::string HumanBytes(uint64_t bytes) {
 
 namespace po = boost::program_options;
 
-int AskCache(const Dirs& dirs, const std::string& name, const std::string& verb,
-             const std::string& command, ControlReply* reply,
-             const std::function<void(uint64_t left, uint64_t total)>& progress) {
+int AskCache(const Dirs& dirs, const std::string& name, const std::string& verb, const Request& request,
+             ControlReply* reply, const ProgressSink& progress) {
   // EACCES: root's cache, perhaps open to the caller's group: its daemon decides.
   if (access(dirs.ConfigFile(name).c_str(), F_OK) != 0 && errno != EACCES) {
     return Fail(kExitNotFound, verb + ": no cache named '" + name + "'");
   }
-  cachecore::Result<ControlReply> r = SendControl(dirs.ControlSocket(name), command, progress);
+  cachecore::Result<ControlReply> r = SendControl(dirs.ControlSocket(name), request, progress);
   if (!r.ok()) return Fail(kExitNotFound, verb + ": cache '" + name + "' is not running");
   if (r->exit_code != 0) return Fail(r->exit_code, verb + ": " + r->message);
   *reply = std::move(r.value());

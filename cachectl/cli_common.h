@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "commands.h"
 #include "control.h"
 #include "paths.h"
 
@@ -18,13 +19,21 @@ std::string HumanBytes(uint64_t bytes);
 // kInvalidArgument when there is no such group.
 cachecore::Result<int> ResolveGroup(const std::string& name);
 
-// Sends `command` to the running cache NAME. 0 with its reply in `reply`
+// Sends `request` to the running cache NAME. 0 with its reply in `reply`
 // when it answered "ok"; otherwise prints "VERB: why" and returns the exit
 // code (no such cache, not running, or the daemon's refusal).
 // `progress` gets the daemon's progress lines, if any.
-int AskCache(const Dirs& dirs, const std::string& name, const std::string& verb,
-             const std::string& command, ControlReply* reply,
-             const std::function<void(uint64_t left, uint64_t total)>& progress = {});
+int AskCache(const Dirs& dirs, const std::string& name, const std::string& verb, const Request& request,
+             ControlReply* reply, const ProgressSink& progress = {});
+
+// A reply decoded from a daemon's answer (a Decode* of protocol.h): 0 with
+// it in `out`, or prints "VERB: ..." and returns kExitFailed.
+template <typename T>
+int TakeReply(const std::string& verb, cachecore::Result<T> decoded, T* out) {
+  if (!decoded.ok()) return Fail(kExitFailed, verb + ": the daemon sent a malformed answer: " + decoded.status().message());
+  *out = std::move(decoded.value());
+  return 0;
+}
 
 // The text of a JSON string: quoted, with quotes and backslashes escaped.
 std::string JsonString(const std::string& s);

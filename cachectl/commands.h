@@ -1,19 +1,16 @@
 // The cachectl subcommands. Each takes the arguments after its name and
-// returns the process exit code: 0 done, 1 I/O failure, 2 the command line was
-// wrong, 3 not found, 4 refused (see control.h and docs/usage.md).
+// returns the process exit code, an ExitCode (protocol.h, docs/usage.md).
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "protocol.h"
+
 namespace cachectl {
 
-constexpr int kExitOk = 0;
-constexpr int kExitFailed = 1;
-constexpr int kExitUsage = 2;
-
 // Prints "cachectl: <message>" on stderr and returns `code`.
-int Fail(int code, const std::string& message);
+int Fail(ExitCode code, const std::string& message);
 
 int RunReplay(const std::vector<std::string>& args);
 int RunAdvise(const std::vector<std::string>& args);

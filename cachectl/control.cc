@@ -2,110 +2,58 @@
 
 #include <unistd.h>
 
-#include <cstdlib>
-
 #include "shim/socket_io.h"
 
 namespace cachectl {
 
 using cachecore::Result;
 using cachecore::Status;
-using cachecore::StatusCode;
 
 bool ReadLine(int fd, std::string* line) {
   line->clear();
   char c;
   while (shim::ReadFull(fd, &c, 1)) {
     if (c == '\n') return true;
-    if (line->size() > 65536) return false;
+    if (line->size() >= kMaxLineBytes) return false;
     *line += c;
   }
   return false;
 }
 
-int ExitCodeOf(const Status& s) {
-  switch (s.code()) {
-    case StatusCode::kOk: return 0;
-    case StatusCode::kNotFound: return kExitNotFound;
-    case StatusCode::kBusy:
-    case StatusCode::kMismatch:
-    case StatusCode::kCorruption: return kExitRefused;
-    case StatusCode::kInvalidArgument:
-    case StatusCode::kOutOfRange: return 2;
-    default: return kExitIoFailure;
-  }
-}
-
-std::string ControlReply::Value(const std::string& key) const {
-  for (const std::string& kv : data) {
-    if (kv.size() > key.size() && kv.compare(0, key.size(), key) == 0 && kv[key.size()] == '=') {
-      return kv.substr(key.size() + 1);
-    }
-  }
-  return "";
-}
-
-ReplyLine ParseReplyLine(const std::string& line) {
-  ReplyLine r;
-  if (line.rfind("progress ", 0) == 0) {
-    unsigned long long left = 0, total = 0;
-    if (std::sscanf(line.c_str(), "progress %llu %llu", &left, &total) == 2) {
-      r.kind = ReplyLine::kProgress;
-      r.left = left;
-      r.total = total;
-    }
-  } else if (line.rfind("data ", 0) == 0) {
-    r.kind = ReplyLine::kData;
-    r.text = line.substr(5);
-  } else if (line == "ok") {
-    r.kind = ReplyLine::kOk;
-  } else if (line.rfind("error ", 0) == 0) {
-    r.kind = ReplyLine::kError;
-    char* end = nullptr;
-    long code = std::strtol(line.c_str() + 6, &end, 10);
-    r.exit_code = code > 0 && code < 256 ? static_cast<int>(code) : kExitIoFailure;
-    r.text = *end == ' ' ? std::string(end + 1) : std::string(end);
-  }
-  return r;
-}
-
-Result<std::string> ParseRequestLine(const std::string& line) {
-  std::string prefix = std::string(kProtocolTag) + " ";
-  if (line.rfind(prefix, 0) != 0) {
-    return Status::InvalidArgument(std::string("unsupported protocol (this daemon speaks ") +
-                                   kProtocolTag + ")");
-  }
-  return line.substr(prefix.size());
-}
-
-Result<ControlReply> SendControl(const std::string& socket, const std::string& command,
-                                 const std::function<void(uint64_t, uint64_t)>& on_progress) {
-  Result<int> fd = shim::ConnectUnix(socket);
-  if (!fd.ok()) return fd.status();
-  std::string request = std::string(kProtocolTag) + " " + command + "\n";
+Result<ControlReply> ReadAnswer(int fd, const ProgressSink& on_progress) {
   ControlReply reply;
   std::string line;
-  bool finished = false;
-  if (shim::WriteFull(fd.value(), request.data(), request.size())) {
-    while (!finished && ReadLine(fd.value(), &line)) {
-      ReplyLine r = ParseReplyLine(line);
-      switch (r.kind) {
-        case ReplyLine::kProgress:
-          if (on_progress) on_progress(r.left, r.total);
-          break;
-        case ReplyLine::kData: reply.data.push_back(r.text); break;
-        case ReplyLine::kOk: finished = true; break;
-        case ReplyLine::kError:
-          reply.exit_code = r.exit_code;
-          reply.message = r.text;
-          finished = true;
-          break;
-        case ReplyLine::kOther: break;  // a newer daemon's line: skip it
-      }
+  while (ReadLine(fd, &line)) {
+    Result<ReplyLine> r = DecodeReplyLine(line);
+    if (!r.ok()) return Status::IoError("sent a malformed answer: " + r.status().message());
+    switch (r->kind) {
+      case ReplyLine::kProgress:
+        if (on_progress) on_progress(r->left, r->total);
+        break;
+      case ReplyLine::kData:
+        if (reply.data.size() >= kMaxReplyLines) return Status::IoError("sent an answer of too many lines");
+        reply.data.emplace_back(std::move(r->key), std::move(r->value));
+        break;
+      case ReplyLine::kOk: return reply;
+      case ReplyLine::kError:
+        reply.exit_code = r->exit_code;
+        reply.message = std::move(r->message);
+        return reply;
     }
   }
+  return Status::IoError("hung up mid-answer");
+}
+
+Result<ControlReply> SendControl(const std::string& socket, const Request& request,
+                                 const ProgressSink& on_progress) {
+  Result<int> fd = shim::ConnectUnix(socket);
+  if (!fd.ok()) return fd.status();
+  const std::string line = EncodeRequest(request);
+  Result<ControlReply> reply = shim::WriteFull(fd.value(), line.data(), line.size())
+                                   ? ReadAnswer(fd.value(), on_progress)
+                                   : Result<ControlReply>(Status::IoError("hung up before the request"));
   close(fd.value());
-  if (!finished) return Status::IoError("the daemon behind " + socket + " hung up mid-answer");
+  if (!reply.ok()) return Status::IoError("the daemon behind " + socket + " " + reply.status().message());
   return reply;
 }
 

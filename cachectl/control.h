@@ -1,59 +1,37 @@
-// The control protocol between cachectl and a cache's daemon, version 1.
-// One request per connection, a line: "cachectl/1 COMMAND [ARG...]".
-// The daemon answers with lines:
-//   "progress LEFT TOTAL"   (flush, detach, set --mode: dirty lines left)
-//   "data KEY=VALUE"        (stats)
-// and last "ok" or "error CODE MESSAGE", CODE being the exit code the CLI
-// should return. The socket is 0600; state-changing commands also check
-// the caller's credentials.
+// The CLI's end of the control protocol (protocol.h): one request to a
+// cache's daemon over its control socket (0600, or 0660 for the cache's
+// group; the daemon checks a changing caller's credentials), and the
+// answer. Also reads the daemon's start-up answer from its pipe.
 #pragma once
 
-#include <functional>
 #include <string>
-#include <vector>
 
 #include "cachecore/status.h"
+#include "protocol.h"
 
 namespace cachectl {
 
-constexpr char kProtocolTag[] = "cachectl/1";
-
-// Exit codes, documented in docs/usage.md.
-constexpr int kExitIoFailure = 1;
-constexpr int kExitNotFound = 3;
-constexpr int kExitRefused = 4;
-
+// A complete answer: the daemon said "ok" (exit_code kExitOk) or "error".
 struct ControlReply {
-  int exit_code = 0;                // 0 when the daemon said "ok"
-  std::string message;              // its error message otherwise
-  std::vector<std::string> data;    // KEY=VALUE lines
-  // The value of KEY among the data lines; empty when absent.
-  std::string Value(const std::string& key) const;
+  ExitCode exit_code = kExitOk;
+  std::string message;  // the error message, when exit_code is not kExitOk
+  Fields data;          // the data lines, in order: decode them with protocol.h
 };
 
-// Sends `command` to the daemon behind `socket`. Progress lines go to
-// `on_progress` as they arrive. kNotFound when no daemon answers there.
-cachecore::Result<ControlReply> SendControl(
-    const std::string& socket, const std::string& command,
-    const std::function<void(uint64_t left, uint64_t total)>& on_progress = {});
+// Sends `request` to the daemon behind `socket` and reads its answer;
+// progress lines go to `on_progress` as they arrive. kNotFound when no
+// daemon answers there; kIoError when it hangs up mid-answer or sends a
+// malformed one. The daemon's refusals come back OK, in the reply.
+cachecore::Result<ControlReply> SendControl(const std::string& socket, const Request& request,
+                                            const ProgressSink& on_progress = {});
 
-// One line of a daemon's answer, parsed.
-struct ReplyLine {
-  enum Kind { kProgress, kData, kOk, kError, kOther } kind = kOther;
-  uint64_t left = 0, total = 0;  // kProgress
-  std::string text;              // kData: KEY=VALUE; kError: the message
-  int exit_code = 0;             // kError (never 0)
-};
-ReplyLine ParseReplyLine(const std::string& line);
+// Reads answer lines from `fd` until the "ok" or "error" line. kIoError
+// when the stream ends first, or a line is malformed or over the limits
+// (kMaxLineBytes, kMaxReplyLines).
+cachecore::Result<ControlReply> ReadAnswer(int fd, const ProgressSink& on_progress = {});
 
-// The command of a request line "cachectl/1 COMMAND ..."; kInvalidArgument
-// (with the protocol this side speaks) for anything else.
-cachecore::Result<std::string> ParseRequestLine(const std::string& line);
-
-// Reads one '\n'-terminated line (without it); false at EOF or error.
+// Reads one '\n'-terminated line (without it), at most kMaxLineBytes;
+// false at EOF, on an error or past the limit.
 bool ReadLine(int fd, std::string* line);
-
-// The exit code for a Status from the engine or the system.
-int ExitCodeOf(const cachecore::Status& status);
 
 }  // namespace cachectl

@@ -28,11 +28,14 @@
 #include "cachecore/wipe.h"
 #include "cli_common.h"
 #include "control.h"
+#include "daemon_control.h"
 #include "daemon_state.h"
 #include "kernel_frontend.h"
-#include "placement_control.h"
+#include "protocol.h"
+#include "request_dispatch.h"
 #include "shim/dm_device.h"
 #include "shim/engine_backend.h"
+#include "shim/nbd_server.h"
 #include "shim/socket_io.h"
 
 namespace cachectl {
@@ -149,19 +152,11 @@ Status ClaimRunDir(const Dirs& dirs, const std::string& name, int gid) {
   return Status::Ok();
 }
 
-// What the daemon did on its way up that its starter should show, as
-// "data notice=TEXT" lines before the final answer.
-void ReportNotices(int fd, const Daemon& d) {
-  for (const std::string& notice : d.notices) {
-    std::string line = "data notice=" + notice + "\n";
-    (void)shim::WriteFull(fd, line.data(), line.size());
-  }
-}
-
-void Report(int fd, const Status& s) {
-  std::string line = s.ok() ? "ok\n"
-                            : "error " + std::to_string(ExitCodeOf(s)) + " " + s.message() + "\n";
-  (void)shim::WriteFull(fd, line.data(), line.size());
+// What the daemon did on its way up that its starter should show, then
+// "ok" or "error": the answer LaunchDaemon reads from the pipe.
+void ReportStart(int fd, const Daemon& d, const Status& s) {
+  std::string answer = EncodeReply(StartupReply{d.notices}) + EncodeEnd(s);
+  (void)shim::WriteFull(fd, answer.data(), answer.size());
 }
 
 // After a detach: the cache device keeps no copy of the volume's data.
@@ -188,143 +183,11 @@ Status WaitStopped(Daemon& d) {
   return d.stop_status;
 }
 
-void SendLine(int fd, const std::string& line) {
-  std::string l = line + "\n";
-  (void)shim::WriteFull(fd, l.data(), l.size());
-}
-
-// A "data KEY=VALUE" line for each value given to it.
-DataSink DataTo(int fd) {
-  return [fd](const std::string& k, const std::string& v) { SendLine(fd, "data " + k + "=" + v); };
-}
-
-void SendStats(int fd, Daemon& d) {
-  StatsSnapshot s = d.engine->stats();
-  DataSink kv = DataTo(fd);
-  auto num = [&](const std::string& k, uint64_t v) { kv(k, std::to_string(v)); };
-  auto ratio = [&](const std::string& k, double v) {
-    char b[32];
-    std::snprintf(b, sizeof(b), "%.4f", v);
-    kv(k, b);
-  };
-  // metadata_failed first: it refuses writes, where failed passes them through.
-  kv("state", s.metadata_failed ? "metadata_failed" : s.failed ? "failed" : "running");
-  kv("mode", CacheModeName(d.engine->mode()));
-  kv("metadata_failed", s.metadata_failed ? "true" : "false");
-  kv("frontend", d.frontend_note);
-  kv("kernel_device", d.kernel ? d.kernel->device() : "");
-  kv("dm_device", d.dm_created       ? "/dev/mapper/" + d.spec.name
-                  : d.online_swapped ? "/dev/mapper/" + d.spec.online_volume
-                                     : "");
-  num("line_size", d.engine->line_size());
-  EngineConfig now = d.engine->settings();
-  num("seq_cutoff", now.sequential_cutoff);
-  num("dirty_high_pct", now.dirty_high_pct);
-  num("dirty_low_pct", now.dirty_low_pct);
-  num("cleaner_batch_lines", now.cleaner_batch_lines);
-  num("capacity_lines", s.capacity_lines);
-  num("overprovisioned_bytes", d.engine->overprovisioned_bytes());
-  PlacementStats(*d.engine, kv);
-  num("occupancy_lines", s.occupancy_lines);
-  num("dirty_lines", s.dirty_lines);
-  num("clean_lines", s.clean_lines);
-  num("read_hits", s.read_hits);
-  num("read_misses", s.read_misses);
-  num("write_hits", s.write_hits);
-  num("write_misses", s.write_misses);
-  ratio("read_hit_ratio", s.read_hit_ratio());
-  ratio("hit_ratio", s.hit_ratio());
-  num("promotions", s.promotions);
-  num("bypassed", s.bypassed);
-  num("evictions", s.evictions);
-  num("cleaner_writes", s.cleaner_writes);
-  // requests.KIND: FUA writes and flushes as the front ends received them.
-  num("requests.fua_writes", d.backend->fua_writes());
-  num("requests.flushes", d.backend->flushes());
-  const ErrorCounts& e = s.errors;
-  // errors.DEVICE.KIND: the CLI nests them into objects.
-  num("errors.cache.read", e.cache_read);
-  num("errors.cache.write", e.cache_write);
-  num("errors.cache.flush", e.cache_flush);
-  num("errors.cache.checksum_repaired", e.checksum_repaired);
-  num("errors.cache.checksum_failed", e.checksum_failed);
-  num("errors.origin.read", e.origin_read);
-  num("errors.origin.write", e.origin_write);
-  num("errors.origin.flush", e.origin_flush);
-  num("errors.metadata.write", e.metadata);
-}
-
 bool CallerMayChange(int fd) {
   ucred cred{};
   socklen_t len = sizeof(cred);
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return false;
   return cred.uid == 0 || cred.uid == geteuid();
-}
-
-// Commands that use the engine while it is there (shared with each other,
-// exclusive with the shutdown that takes it away).
-Status EngineCommand(Daemon& d, int fd, const std::string& cmd,
-                     const std::function<void(uint64_t, uint64_t)>& progress) {
-  std::shared_lock lock(d.engine_mu);
-  if (!d.engine) return Status::Busy("the cache is shutting down");
-  if (cmd == "stats reset" && !CallerMayChange(fd)) return Status::Busy("permission denied: run as root");
-  if (cmd == "stats" || cmd == "stats reset") {
-    SendStats(fd, d);
-    if (cmd == "stats reset") {
-      d.engine->ResetStats();
-      d.backend->ResetCounters();
-    }
-    return Status::Ok();
-  }
-  if (auto s = PlacementCommand(*d.engine, cmd, CallerMayChange(fd), DataTo(fd))) return *s;
-  if (!CallerMayChange(fd)) return Status::Busy("permission denied: run as root");
-  if (cmd == "flush" || cmd == "detach" || cmd == "detach wipe") return d.engine->Flush(progress);
-  if (cmd.rfind("set mode ", 0) == 0) {
-    Result<CacheMode> m = ParseCacheMode(cmd.substr(9));
-    if (!m.ok()) return m.status();
-    Log("info", "mode -> " + cmd.substr(9));
-    return d.engine->SetMode(m.value(), progress);
-  }
-  if (cmd.rfind("set cleaner ", 0) == 0) {
-    unsigned high = 0, low = 0, batch = 0;
-    if (std::sscanf(cmd.c_str() + 11, "%u %u %u", &high, &low, &batch) != 3) {
-      return Status::InvalidArgument("set cleaner needs HIGH LOW BATCH");
-    }
-    return d.engine->SetCleaner(high, low, batch);
-  }
-  if (cmd.rfind("set seq_cutoff ", 0) == 0) {
-    Result<uint64_t> n = ParseSize(cmd.substr(15));
-    if (!n.ok()) return n.status();
-    return d.engine->SetSequentialCutoff(n.value());
-  }
-  if (cmd == "stop") return Status::Ok();
-  return Status::InvalidArgument("unknown control command '" + cmd + "'");
-}
-
-void HandleCommand(Daemon& d, int fd, const std::string& line) {
-  Result<std::string> request = ParseRequestLine(line);
-  if (!request.ok()) {
-    SendLine(fd, "error 2 " + request.status().message());
-    return;
-  }
-  const std::string& cmd = request.value();
-  auto progress = [fd](uint64_t left, uint64_t total) {
-    SendLine(fd, "progress " + std::to_string(left) + " " + std::to_string(total));
-  };
-  // detach flushes with progress while still serving, then stops.
-  Status s = EngineCommand(d, fd, cmd, progress);
-  const bool detach = cmd == "detach" || cmd == "detach wipe";
-  if (s.ok() && (cmd == "stop" || detach)) {
-    {
-      std::lock_guard lock(d.mu);
-      s = StopKernelFrontEnd(d);  // refused while mounted: the cache keeps serving
-    }
-    if (s.ok()) {
-      RequestStop(d, detach, cmd == "detach wipe");
-      s = WaitStopped(d);
-    }
-  }
-  SendLine(fd, s.ok() ? "ok" : "error " + std::to_string(ExitCodeOf(s)) + " " + s.message());
 }
 
 void ControlLoop(Daemon& d) {
@@ -337,7 +200,11 @@ void ControlLoop(Daemon& d) {
     // One thread per request: stats never waits behind a flush.
     std::thread([&d, fd] {
       std::string line;
-      if (ReadLine(fd, &line)) HandleCommand(d, fd, line);
+      if (ReadLine(fd, &line)) {
+        DaemonControl target(d);
+        ServeRequest(line, CallerMayChange(fd), target,
+                     [fd](const std::string& answer) { (void)shim::WriteFull(fd, answer.data(), answer.size()); });
+      }
       close(fd);
     }).detach();
   }
@@ -393,8 +260,7 @@ void SignalLoop(Daemon& d) {
     d.engine.reset();
     d.origin.reset();
     if (!spec.online_volume.empty()) (void)shim::RemoveDevice(HiddenOriginName(spec.name));
-    ReportNotices(ready_fd, d);
-    Report(ready_fd, s);
+    ReportStart(ready_fd, d, s);
     _exit(1);
   }
   FILE* pid = std::fopen((spec.dirs.RunDir(spec.name) + "/pid").c_str(), "w");
@@ -404,8 +270,7 @@ void SignalLoop(Daemon& d) {
   }
   Log("info", "serving " + spec.name + " (" + CacheModeName(d.engine->mode()) + ") on " +
                   spec.dirs.NbdSocket(spec.name));
-  ReportNotices(ready_fd, d);
-  Report(ready_fd, Status::Ok());
+  ReportStart(ready_fd, d, Status::Ok());
   close(ready_fd);
 
   std::thread(ControlLoop, std::ref(d)).detach();
@@ -453,6 +318,17 @@ void SignalLoop(Daemon& d) {
 
 }  // namespace
 
+Status StopDaemon(Daemon& d, bool detach, bool wipe) {
+  Status s;
+  {
+    std::lock_guard lock(d.mu);
+    s = StopKernelFrontEnd(d);  // refused while mounted: the cache keeps serving
+  }
+  if (!s.ok()) return s;
+  RequestStop(d, detach, wipe);
+  return WaitStopped(d);
+}
+
 std::string HiddenOriginName(const std::string& cache_name) { return "cachectl-origin-" + cache_name; }
 
 Status CheckFrontend(const std::string& frontend) {
@@ -499,27 +375,14 @@ Status LaunchDaemon(const DaemonSpec& spec, std::vector<std::string>* notices) {
   }
   close(pipefd[1]);
   waitpid(child, nullptr, 0);
-  // The same line format as the control protocol: "data notice=TEXT" lines,
-  // then "ok" or "error CODE MESSAGE".
-  std::string line;
-  ReplyLine reply;
-  bool got = false;
-  while ((got = ReadLine(pipefd[0], &line))) {
-    reply = ParseReplyLine(line);
-    if (reply.kind != ReplyLine::kData) break;
-    if (notices && reply.text.rfind("notice=", 0) == 0) notices->push_back(reply.text.substr(7));
-  }
+  // The control protocol's answer: notices, then "ok" or "error".
+  Result<ControlReply> answer = ReadAnswer(pipefd[0]);
   close(pipefd[0]);
-  if (!got) return Status::IoError("the daemon died while starting; see " + spec.dirs.LogFile(spec.name));
-  if (reply.kind == ReplyLine::kOk) return Status::Ok();
-  if (reply.kind != ReplyLine::kError) return Status::IoError("the daemon said: " + line);
-  const std::string& msg = reply.text;
-  switch (reply.exit_code) {
-    case kExitNotFound: return Status::NotFound(msg);
-    case kExitRefused: return Status::Busy(msg);
-    case 2: return Status::InvalidArgument(msg);
-    default: return Status::IoError(msg);
-  }
+  if (!answer.ok()) return Status::IoError("the daemon died while starting; see " + spec.dirs.LogFile(spec.name));
+  Result<StartupReply> started = DecodeStartupReply(answer->data);
+  if (notices && started.ok()) notices->insert(notices->end(), started->notices.begin(), started->notices.end());
+  if (answer->exit_code == kExitOk) return Status::Ok();
+  return StatusOfExitCode(answer->exit_code, answer->message);
 }
 
 }  // namespace cachectl

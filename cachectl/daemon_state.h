@@ -46,6 +46,14 @@ struct Daemon {
   bool refused_over_dead_device = false;    // so 'auto' does not fall back to the socket alone
   int control_fd = -1;
 
+  // Serializes `set` requests (daemon_control.cc): each applies its fields
+  // over the settings in force, so two at once never undo each other.
+  std::mutex settings_mu;
+  // Held by a `set` with a mode for all of it (the switch may clean
+  // first), so that such sets run whole, one after another. Taken before
+  // settings_mu.
+  std::mutex mode_mu;
+
   std::mutex mu;
   std::condition_variable cv;
   bool stop_requested = false;
@@ -54,5 +62,11 @@ struct Daemon {
   bool stopped = false;
   Status stop_status;
 };
+
+// Stops serving (the kernel device first: refused while it is mounted, and
+// the cache then keeps serving) and waits until the daemon has shut the
+// engine down; with `detach`, releases the cache (and `wipe`s its device).
+// Returns how the shutdown went. Called from a control request's thread.
+Status StopDaemon(Daemon& d, bool detach, bool wipe);
 
 }  // namespace cachectl

@@ -6,7 +6,7 @@
 
 namespace cachectl {
 
-int Fail(int code, const std::string& message) {
+int Fail(ExitCode code, const std::string& message) {
   std::cerr << "cachectl: " << message << "\n";
   return code;
 }

@@ -3,11 +3,11 @@
 #include <boost/program_options.hpp>
 #include <cstdio>
 #include <ctime>
-#include <sstream>
 
 #include "cachecore/cache_mode.h"
 #include "cli_common.h"
 #include "commands.h"
+#include "control.h"
 #include "placement_commands.h"
 
 namespace cachectl {
@@ -33,28 +33,6 @@ Result<std::pair<uint64_t, uint64_t>> ParseRange(const std::string& text) {
   return std::pair{offset.value(), length.value()};
 }
 
-// The comma-separated numbers of a data line's value.
-std::vector<uint64_t> Numbers(const std::string& value) {
-  std::vector<uint64_t> out;
-  std::istringstream in(value);
-  std::string item;
-  while (std::getline(in, item, ',')) out.push_back(std::strtoull(item.c_str(), nullptr, 10));
-  return out;
-}
-
-// Every value of `key` among the reply's data lines, in order.
-std::vector<std::string> Values(const ControlReply& reply, const std::string& key) {
-  std::vector<std::string> out;
-  for (const std::string& kv : reply.data) {
-    if (kv.compare(0, key.size() + 1, key + "=") == 0) out.push_back(kv.substr(key.size() + 1));
-  }
-  return out;
-}
-
-uint64_t Number(const ControlReply& reply, const std::string& key) {
-  return std::strtoull(reply.Value(key).c_str(), nullptr, 10);
-}
-
 std::string Percent(uint64_t part, uint64_t whole) {
   return whole == 0 ? "-" : std::to_string(part * 100 / whole) + " %";
 }
@@ -74,13 +52,14 @@ int ChangePin(const std::vector<std::string>& args, const std::string& verb, con
   Result<std::pair<uint64_t, uint64_t>> range = ParseRange(range_text);
   if (!range.ok()) return Fail(kExitUsage, verb + ": " + range.status().message());
   if (int rc = common.RequireRoot(verb); rc != 0) return rc;
+  ByteRange bytes{range->first, range->second};
+  Request request = verb == "pin" ? Request(PinRequest{bytes}) : Request(UnpinRequest{bytes});
   ControlReply reply;
-  auto [offset, length] = range.value();
-  std::string command = verb + " " + std::to_string(offset) + " " + std::to_string(length);
-  if (int rc = AskCache(common.dirs(), name, verb, command, &reply); rc != 0) return rc;
+  PinTotals totals;
+  if (int rc = AskCache(common.dirs(), name, verb, request, &reply); rc != 0) return rc;
+  if (int rc = TakeReply(verb, DecodePinTotals(reply.data), &totals); rc != 0) return rc;
   std::printf("%s %s on %s; %s pinned of a %s limit\n", done.c_str(), range_text.c_str(), name.c_str(),
-              HumanBytes(Number(reply, "pinned_bytes")).c_str(),
-              HumanBytes(Number(reply, "pin_limit_bytes")).c_str());
+              HumanBytes(totals.pinned_bytes).c_str(), HumanBytes(totals.limit_bytes).c_str());
   return 0;
 }
 
@@ -112,16 +91,17 @@ int RunPins(const std::vector<std::string>& args) {
   po::variables_map vm;
   if (int rc = common.Parse(desc, args, vm, "pins", "name"); rc >= 0) return rc;
   ControlReply reply;
-  if (int rc = AskCache(common.dirs(), name, "pins", "pins", &reply); rc != 0) return rc;
-  const uint64_t pinned = Number(reply, "pinned_bytes"), resident = Number(reply, "pinned_resident_bytes");
-  const uint64_t limit = Number(reply, "pin_limit_bytes");
+  PinsReply pins;
+  if (int rc = AskCache(common.dirs(), name, "pins", PinsRequest{}, &reply); rc != 0) return rc;
+  if (int rc = TakeReply("pins", DecodePinsReply(reply.data), &pins); rc != 0) return rc;
+  const uint64_t pinned = pins.totals.pinned_bytes, resident = pins.totals.resident_bytes;
+  const uint64_t limit = pins.totals.limit_bytes;
   if (vm.count("json")) {
     std::string ranges;
-    for (const std::string& v : Values(reply, "pin")) {
-      std::vector<uint64_t> n = Numbers(v);
-      if (n.size() != 3) continue;
-      ranges += std::string(ranges.empty() ? "" : ", ") + "{\"offset\": " + std::to_string(n[0]) +
-                ", \"length\": " + std::to_string(n[1]) + ", \"resident_bytes\": " + std::to_string(n[2]) + "}";
+    for (const PinnedRange& p : pins.ranges) {
+      ranges += std::string(ranges.empty() ? "" : ", ") + "{\"offset\": " + std::to_string(p.offset) +
+                ", \"length\": " + std::to_string(p.length) + ", \"resident_bytes\": " +
+                std::to_string(p.resident_bytes) + "}";
     }
     std::printf("{\"pinned_bytes\": %llu, \"resident_bytes\": %llu, \"limit_bytes\": %llu, \"ranges\": [%s]}\n",
                 static_cast<unsigned long long>(pinned), static_cast<unsigned long long>(resident),
@@ -129,11 +109,10 @@ int RunPins(const std::vector<std::string>& args) {
     return 0;
   }
   std::printf("%-32s %-12s %s\n", "RANGE (OFFSET:LENGTH)", "SIZE", "RESIDENT");
-  for (const std::string& v : Values(reply, "pin")) {
-    std::vector<uint64_t> n = Numbers(v);
-    if (n.size() != 3) continue;
-    std::string range = std::to_string(n[0]) + ":" + std::to_string(n[1]);
-    std::printf("%-32s %-12s %s\n", range.c_str(), HumanBytes(n[1]).c_str(), Percent(n[2], n[1]).c_str());
+  for (const PinnedRange& p : pins.ranges) {
+    std::string range = std::to_string(p.offset) + ":" + std::to_string(p.length);
+    std::printf("%-32s %-12s %s\n", range.c_str(), HumanBytes(p.length).c_str(),
+                Percent(p.resident_bytes, p.length).c_str());
   }
   std::printf("pinned %s of a %s limit (half the cache); %s of it in the cache\n", HumanBytes(pinned).c_str(),
               HumanBytes(limit).c_str(), HumanBytes(resident).c_str());
@@ -154,56 +133,53 @@ std::string LocalHour(int64_t start, const char* format) {
   return text;
 }
 
-void PrintMovementJson(const ControlReply& reply) {
+// The seven counts of an hour, in the order of kHourFields.
+std::vector<uint64_t> HourCounts(const MovementHour& h) {
+  return {h.promotions,           h.demotions,           h.cleaner_writes, h.cleaned_bytes,
+          h.placement_promotions, h.placement_demotions, h.pin_fills};
+}
+
+void PrintMovementJson(const MovementReply& reply) {
   std::string hours, hottest;
-  for (const std::string& v : Values(reply, "hour")) {
-    std::vector<uint64_t> n = Numbers(v);
-    if (n.size() != 8) continue;
-    std::string h = "{\"hour_start\": " + std::to_string(n[0]) + ", \"hour\": " +
-                    JsonString(LocalHour(static_cast<int64_t>(n[0]), "%Y-%m-%dT%H:%M%z"));
-    for (size_t i = 0; i < 7; ++i) h += ", \"" + std::string(kHourFields[i]) + "\": " + std::to_string(n[i + 1]);
+  for (const MovementHour& hour : reply.hours) {
+    std::vector<uint64_t> n = HourCounts(hour);
+    std::string h = "{\"hour_start\": " + std::to_string(hour.hour_start) + ", \"hour\": " +
+                    JsonString(LocalHour(hour.hour_start, "%Y-%m-%dT%H:%M%z"));
+    for (size_t i = 0; i < 7; ++i) h += ", \"" + std::string(kHourFields[i]) + "\": " + std::to_string(n[i]);
     hours += (hours.empty() ? "" : ", ") + h + "}";
   }
-  for (const std::string& v : Values(reply, "hot")) {
-    std::vector<uint64_t> n = Numbers(v);
-    if (n.size() != 4) continue;
-    hottest += std::string(hottest.empty() ? "" : ", ") + "{\"offset\": " + std::to_string(n[0]) +
-               ", \"length\": " + std::to_string(n[1]) + ", \"accesses\": " + std::to_string(n[2]) +
-               ", \"resident_bytes\": " + std::to_string(n[3]) + "}";
+  for (const HotRegion& r : reply.hottest) {
+    hottest += std::string(hottest.empty() ? "" : ", ") + "{\"offset\": " + std::to_string(r.offset) +
+               ", \"length\": " + std::to_string(r.length) + ", \"accesses\": " + std::to_string(r.accesses) +
+               ", \"resident_bytes\": " + std::to_string(r.resident_bytes) + "}";
   }
   std::printf("{\"placement_window\": %s, \"placement_rate\": %llu, \"region_bytes\": %llu, "
               "\"hours\": [%s], \"hottest\": [%s]}\n",
-              JsonString(reply.Value("placement_window")).c_str(),
-              static_cast<unsigned long long>(Number(reply, "placement_rate")),
-              static_cast<unsigned long long>(Number(reply, "region_bytes")), hours.c_str(), hottest.c_str());
+              JsonString(PlacementWindowText(reply.placement.window)).c_str(),
+              static_cast<unsigned long long>(reply.placement.rate_bytes_per_s),
+              static_cast<unsigned long long>(reply.region_bytes), hours.c_str(), hottest.c_str());
 }
 
-void PrintMovementTable(const ControlReply& reply) {
-  std::printf("placement window %s, rate %s/s\n\n", reply.Value("placement_window").c_str(),
-              HumanBytes(Number(reply, "placement_rate")).c_str());
+void PrintMovementTable(const MovementReply& reply) {
+  std::printf("placement window %s, rate %s/s\n\n", PlacementWindowText(reply.placement.window).c_str(),
+              HumanBytes(reply.placement.rate_bytes_per_s).c_str());
   std::printf("%-17s %9s %9s %8s %10s %10s %10s %9s\n", "HOUR (local)", "PROMOTED", "DEMOTED", "CLEANER",
               "CLEANED", "PLACED-IN", "PLACED-OUT", "PIN-FILL");
-  for (const std::string& v : Values(reply, "hour")) {
-    std::vector<uint64_t> n = Numbers(v);
-    if (n.size() != 8) continue;
+  for (const MovementHour& h : reply.hours) {
     std::printf("%-17s %9llu %9llu %8llu %10s %10llu %10llu %9llu\n",
-                LocalHour(static_cast<int64_t>(n[0]), "%Y-%m-%d %H:00").c_str(),
-                static_cast<unsigned long long>(n[1]), static_cast<unsigned long long>(n[2]),
-                static_cast<unsigned long long>(n[3]), HumanBytes(n[4]).c_str(),
-                static_cast<unsigned long long>(n[5]), static_cast<unsigned long long>(n[6]),
-                static_cast<unsigned long long>(n[7]));
+                LocalHour(h.hour_start, "%Y-%m-%d %H:00").c_str(), static_cast<unsigned long long>(h.promotions),
+                static_cast<unsigned long long>(h.demotions), static_cast<unsigned long long>(h.cleaner_writes),
+                HumanBytes(h.cleaned_bytes).c_str(), static_cast<unsigned long long>(h.placement_promotions),
+                static_cast<unsigned long long>(h.placement_demotions), static_cast<unsigned long long>(h.pin_fills));
   }
   std::printf("(lines promoted and demoted by any cause; the cleaner's origin writes and the bytes they\n"
               " carried; the placement mover's promotions and demotions; pinned lines filled)\n\n");
-  std::printf("hottest regions of the last 24 hours (regions of %s):\n",
-              HumanBytes(Number(reply, "region_bytes")).c_str());
+  std::printf("hottest regions of the last 24 hours (regions of %s):\n", HumanBytes(reply.region_bytes).c_str());
   std::printf("%-32s %12s %s\n", "RANGE (OFFSET:LENGTH)", "ACCESSES", "RESIDENT");
-  for (const std::string& v : Values(reply, "hot")) {
-    std::vector<uint64_t> n = Numbers(v);
-    if (n.size() != 4) continue;
-    std::string range = std::to_string(n[0]) + ":" + std::to_string(n[1]);
-    std::printf("%-32s %12llu %s\n", range.c_str(), static_cast<unsigned long long>(n[2]),
-                Percent(n[3], n[1]).c_str());
+  for (const HotRegion& r : reply.hottest) {
+    std::string range = std::to_string(r.offset) + ":" + std::to_string(r.length);
+    std::printf("%-32s %12llu %s\n", range.c_str(), static_cast<unsigned long long>(r.accesses),
+                Percent(r.resident_bytes, r.length).c_str());
   }
 }
 
@@ -211,9 +187,11 @@ void PrintMovementTable(const ControlReply& reply) {
 
 int PrintMovement(const Dirs& dirs, const std::string& name, bool json) {
   ControlReply reply;
-  if (int rc = AskCache(dirs, name, "stats", "movement", &reply); rc != 0) return rc;
-  if (json) PrintMovementJson(reply);
-  else PrintMovementTable(reply);
+  MovementReply movement;
+  if (int rc = AskCache(dirs, name, "stats", MovementRequest{}, &reply); rc != 0) return rc;
+  if (int rc = TakeReply("stats", DecodeMovementReply(reply.data), &movement); rc != 0) return rc;
+  if (json) PrintMovementJson(movement);
+  else PrintMovementTable(movement);
   return 0;
 }
 

@@ -8,7 +8,6 @@
 #include "cachecore/probe.h"
 #include "cli_common.h"
 #include "commands.h"
-#include "control.h"
 #include "plot.h"
 
 namespace cachectl {
@@ -124,7 +123,7 @@ int RunProbe(const std::vector<std::string>& args) {
   ao.read_only = !write;
   Result<std::unique_ptr<BlockDevice>> dev = OpenAioDevice(device, ao);
   if (!dev.ok()) {
-    int code = dev.status().code() == StatusCode::kBusy ? kExitRefused : kExitFailed;
+    ExitCode code = dev.status().code() == StatusCode::kBusy ? kExitRefused : kExitFailed;
     return Fail(code, "probe: " + dev.status().message());
   }
   if (write) {

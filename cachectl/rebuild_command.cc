@@ -51,12 +51,12 @@ int RunRebuild(const std::vector<std::string>& args) {
   if (int rc = common.Parse(desc, args, vm, "rebuild", "name"); rc >= 0) return rc;
   Result<CacheMode> mode = mode_text.empty() ? Result<CacheMode>(CacheMode::kWriteThrough)
                                              : ParseCacheMode(mode_text);
-  if (!mode.ok()) return Fail(2, "rebuild: " + mode.status().message());
+  if (!mode.ok()) return Fail(kExitUsage, "rebuild: " + mode.status().message());
   if (int rc = common.RequireRoot("rebuild"); rc != 0) return rc;
   Dirs dirs = common.dirs();
   Result<CacheConfig> config = LoadConfig(dirs.ConfigFile(name));
   if (!config.ok()) return Fail(kExitNotFound, "rebuild: no cache named '" + name + "'");
-  if (SendControl(dirs.ControlSocket(name), "stats").ok()) {
+  if (SendControl(dirs.ControlSocket(name), StatsRequest{}).ok()) {
     return Fail(kExitRefused, "rebuild: cache '" + name + "' is running; stop it first");
   }
   if (!config.value()["online_volume"].empty()) {

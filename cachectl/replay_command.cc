@@ -87,7 +87,7 @@ int RunReplay(const std::vector<std::string>& args) {
 
   Result<ReplayResult> r = ReplayTrace(o);
   if (!r.ok()) {
-    int code = r.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailed;
+    ExitCode code = r.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailed;
     return Fail(code, "replay: " + r.status().message());
   }
   if (vm.count("json")) PrintJson(o, r.value());

@@ -19,8 +19,6 @@ using namespace cachecore;
 
 namespace {
 
-using Fields = std::vector<std::pair<std::string, std::string>>;
-
 // A number, or a boolean field's value, goes into JSON bare; anything else
 // as a string (a cache may well be named "true").
 bool IsJsonLiteral(const std::string& key, const std::string& v) {
@@ -71,13 +69,14 @@ void PrintTable(const Fields& f) {
 Result<Fields> Describe(const Dirs& dirs, const std::string& name, bool reset, bool* running) {
   Fields f{{"name", name}};
   Result<CacheConfig> config = LoadConfig(dirs.ConfigFile(name));
-  auto reply = SendControl(dirs.ControlSocket(name), reset ? "stats reset" : "stats");
-  if (reply.ok() && reply->exit_code != 0) return Status::Busy(reply->message);
+  auto reply = SendControl(dirs.ControlSocket(name), StatsRequest{reset});
+  if (reply.ok() && reply->exit_code != kExitOk) return Status::Busy(reply->message);
   *running = reply.ok();
   if (!*running) f.push_back({"state", "stopped"});
-  for (const std::string& kv : *running ? reply->data : std::vector<std::string>{}) {
-    size_t eq = kv.find('=');
-    f.push_back({kv.substr(0, eq), kv.substr(eq + 1)});
+  if (*running) {
+    Result<StatsReply> stats = DecodeStatsReply(reply->data);
+    if (!stats.ok()) return Status::IoError("the daemon sent a malformed answer: " + stats.status().message());
+    f.insert(f.end(), stats->fields.begin(), stats->fields.end());
   }
   if (config.ok()) {
     f.push_back({"origin", config.value()["origin"]});
@@ -107,17 +106,17 @@ int RunStats(const std::vector<std::string>& args) {
       ("movement", "data movement by hour over the last day (with --json: one object)");
   po::variables_map vm;
   if (int rc = common.Parse(desc, args, vm, "stats", "name"); rc >= 0) return rc;
-  if (vm.count("json") && vm.count("csv")) return Fail(2, "stats: --json and --csv exclude each other");
+  if (vm.count("json") && vm.count("csv")) return Fail(kExitUsage, "stats: --json and --csv exclude each other");
   if (vm.count("movement") && (vm.count("csv") || vm.count("watch") || vm.count("reset"))) {
-    return Fail(2, "stats: --movement goes with --json only");
+    return Fail(kExitUsage, "stats: --movement goes with --json only");
   }
-  if (vm.count("watch") && !(watch > 0)) return Fail(2, "stats: --watch needs a positive number of seconds");
+  if (vm.count("watch") && !(watch > 0)) return Fail(kExitUsage, "stats: --watch needs a positive number of seconds");
   Dirs dirs = common.dirs();
   if (access(dirs.ConfigFile(name).c_str(), F_OK) != 0) {
     // Not root, but maybe in the cache's socket group: its daemon answers.
     bool hidden = errno == EACCES;
     if (!hidden) return Fail(kExitNotFound, "stats: no cache named '" + name + "'");
-    if (!SendControl(dirs.ControlSocket(name), "stats").ok()) {
+    if (!SendControl(dirs.ControlSocket(name), StatsRequest{}).ok()) {
       return Fail(kExitRefused, "stats: permission denied: cache '" + name +
                                     "' is root's, and its group (if any) does not include you");
     }

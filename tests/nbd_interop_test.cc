@@ -14,9 +14,13 @@
 #include <array>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
+#include <utility>
 
 #include "cachecore/aio_device.h"
+#include "shim/block_backend.h"
 #include "shim/engine_backend.h"
+#include "shim/nbd_server.h"
 #include "support/block_io.h"
 #include "support/engine_rig.h"
 #include "../dm-target-shim/src/nbd_protocol.h"
@@ -158,10 +162,11 @@ TEST_P(NbdInteropTest, QemuIoAndQemuImg) {
 
 TEST_P(NbdInteropTest, FioWithVerify) {
   RequireTool("fio");
-  auto [rc, out] = Shell("fio --name=verify --ioengine=nbd --uri='" + Uri() +
-                       "' --rw=randwrite --bsrange=4k-64k --size=24M --offset_increment=24M --iodepth=32 "
-                       "--numjobs=2 --verify=crc32c --do_verify=1 --verify_fatal=1 "
-                       "--output-format=terse");
+  auto [rc, out] =
+      Shell("fio --aux-path='" + dir_.path() + "' --name=verify --ioengine=nbd --uri='" + Uri() +
+            "' --rw=randwrite --bsrange=4k-64k --size=24M --offset_increment=24M "
+            "--iodepth=32 --numjobs=2 --verify=crc32c --do_verify=1 --verify_fatal=1 "
+            "--output-format=terse");
   ASSERT_EQ(rc, 0) << out;
   EXPECT_EQ(out.find("verify:"), std::string::npos) << out;
   EXPECT_GT(engine_->stats().read_hits, 0u);
@@ -273,6 +278,61 @@ TEST_P(NbdInteropTest, MalformedRequestsGetErrorsOrAHangUp) {
   ASSERT_TRUE(after.Go("testvol"));
   ASSERT_TRUE(after.Request(nbd::kCmdFlush, 0, 0));
   EXPECT_EQ(after.ReplyError(), 0);
+}
+
+// Fails every call with the Status it is given.
+class FailingBackend : public shim::BlockBackend {
+ public:
+  uint64_t size() const override { return kOriginSize; }
+  uint32_t preferred_block_size() const override { return 4096; }
+  Status Read(uint64_t, void*, uint64_t) override { return Failure(); }
+  Status Write(uint64_t, const void*, uint64_t, bool) override { return Failure(); }
+  Status Flush() override { return Failure(); }
+  Status Trim(uint64_t, uint64_t) override { return Failure(); }
+  void FailWith(Status s) {
+    std::lock_guard lock(mu_);
+    failure_ = std::move(s);
+  }
+
+ private:
+  Status Failure() {
+    std::lock_guard lock(mu_);  // set by the test's thread, read by the server's
+    return failure_;
+  }
+  std::mutex mu_;
+  Status failure_ = Status::IoError("injected");
+};
+
+// What a client is told for each Status a backend returns: the errno
+// conversion the server shares with ublk, then the protocol's own values
+// (EBUSY has none: the engine is busy only once shut down, ESHUTDOWN).
+TEST(NbdErrorsTest, EachBackendStatusGetsItsProtocolError) {
+  TempDir dir;
+  FailingBackend backend;
+  shim::NbdServerOptions o;
+  o.unix_path = dir.path() + "/nbd";
+  auto server = shim::NbdServer::Start(&backend, o);
+  ASSERT_TRUE(server.ok()) << server.status().ToString();
+  const std::pair<Status, uint32_t> cases[] = {
+      {Status::InvalidArgument("injected"), nbd::kEinval},
+      {Status::OutOfRange("injected"), nbd::kEnospc},
+      {Status::NoSpace("injected"), nbd::kEnospc},
+      {Status::Busy("injected"), nbd::kEshutdown},
+      {Status::NotSupported("injected"), nbd::kEnotsup},
+      {Status::IoError("injected"), nbd::kEio},
+      {Status::Corruption("injected"), nbd::kEio},
+      {Status::NotFound("injected"), nbd::kEio},
+  };
+  RawClient c(o.unix_path);
+  ASSERT_TRUE(c.Go(""));
+  for (const auto& [status, error] : cases) {
+    SCOPED_TRACE(status.ToString());
+    backend.FailWith(status);
+    for (uint16_t type : {nbd::kCmdRead, nbd::kCmdFlush, nbd::kCmdTrim, nbd::kCmdWriteZeroes}) {
+      ASSERT_TRUE(c.Request(type, 0, 4096));
+      EXPECT_EQ(c.ReplyError(), error) << "command " << type;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, NbdInteropTest,

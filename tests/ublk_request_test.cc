@@ -24,7 +24,7 @@ struct Call {
   bool zeros = false;  // a write whose data was all zeros
 };
 
-class RecordingBackend : public NbdBackend {
+class RecordingBackend : public BlockBackend {
  public:
   uint64_t size() const override { return 1ull << 30; }
   uint32_t preferred_block_size() const override { return 4096; }
@@ -42,11 +42,12 @@ class RecordingBackend : public NbdBackend {
 
   std::vector<Call> calls;
   bool fail = false;
+  Status failure = Status::IoError("injected");  // what every call returns when fail is set
 
  private:
   Status Record(Call c) {
     calls.push_back(c);
-    return fail ? Status::IoError("injected") : Status::Ok();
+    return fail ? failure : Status::Ok();
   }
 };
 
@@ -155,6 +156,49 @@ TEST_F(UblkRequestTest, BackendErrorsAreEio) {
   EXPECT_EQ(Run(UBLK_IO_OP_DISCARD, 0, 8), -EIO);
   EXPECT_EQ(Run(UBLK_IO_OP_WRITE_ZEROES, 0, 8), -EIO);
 }
+
+// The kernel gets the errno of what went wrong (ErrnoOf, shared with the
+// NBD server), on every operation: a full volume is ENOSPC to the
+// filesystem above, an operation the backend cannot do is EOPNOTSUPP; not
+// EIO for everything.
+TEST_F(UblkRequestTest, BackendErrorsReachTheKernelAsTheirOwnErrno) {
+  struct Case {
+    Status status;
+    int32_t result;
+  };
+  const Case cases[] = {
+      {Status::InvalidArgument("injected"), -EINVAL},
+      {Status::OutOfRange("injected"), -ENOSPC},
+      {Status::NoSpace("injected"), -ENOSPC},
+      {Status::Busy("injected"), -EBUSY},
+      {Status::NotSupported("injected"), -EOPNOTSUPP},
+      {Status::IoError("injected"), -EIO},
+      {Status::Corruption("injected"), -EIO},
+      {Status::Mismatch("injected"), -EIO},
+      {Status::NotFound("injected"), -EIO},
+  };
+  backend_.fail = true;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.status.ToString());
+    backend_.failure = c.status;
+    EXPECT_EQ(Run(UBLK_IO_OP_READ, 0, 8), c.result);
+    EXPECT_EQ(Run(UBLK_IO_OP_WRITE | UBLK_IO_F_FUA, 0, 8), c.result);
+    EXPECT_EQ(Run(UBLK_IO_OP_FLUSH, 0, 0), c.result);
+    EXPECT_EQ(Run(UBLK_IO_OP_DISCARD, 0, 8), c.result);
+    EXPECT_EQ(Run(UBLK_IO_OP_WRITE_ZEROES, 0, 8), c.result);
+  }
+}
+
+// Write-zeroes stops at the first chunk that fails: nothing after it is
+// written, and the request fails with that chunk's error.
+TEST_F(UblkRequestTest, WriteZeroesStopsAtTheFirstFailedChunk) {
+  backend_.fail = true;
+  backend_.failure = Status::NoSpace("injected");
+  EXPECT_EQ(Run(UBLK_IO_OP_WRITE_ZEROES | UBLK_IO_F_FUA, 0, (3u << 20) / 512), -ENOSPC);
+  EXPECT_EQ(backend_.calls.size(), 1u);
+}
+
+TEST(ErrnoOfTest, OkIsZero) { EXPECT_EQ(ErrnoOf(Status::Ok()), 0); }
 
 }  // namespace
 }  // namespace shim

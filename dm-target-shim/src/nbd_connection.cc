@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstring>
 #include <thread>
 
@@ -14,20 +15,22 @@ namespace shim {
 
 using namespace nbd;
 using cachecore::AlignedBuffer;
-using cachecore::StatusCode;
 
 namespace {
 constexpr uint32_t kMaxOptionLength = 64 * 1024;
-constexpr uint32_t kZeroChunk = 1 << 20;
 
-uint32_t ErrnoOf(const Status& s) {
-  switch (s.code()) {
-    case StatusCode::kOk: return 0;
-    case StatusCode::kInvalidArgument: return kEinval;
-    case StatusCode::kOutOfRange:
-    case StatusCode::kNoSpace: return kEnospc;
-    case StatusCode::kBusy: return kEshutdown;
-    case StatusCode::kNotSupported: return kEnotsup;
+// A simple reply's error is one of the protocol's own values (doc/proto.md
+// lists EPERM, EIO, ENOMEM, EINVAL, ENOSPC, EOVERFLOW, ENOTSUP, ESHUTDOWN),
+// numbered as on Linux whatever the host's errno values are. EBUSY has no
+// value there: the engine is busy on the data path only once it is shut
+// down, which is what ESHUTDOWN tells a client.
+uint32_t NbdErrorOf(int err) {
+  switch (err) {
+    case 0: return 0;
+    case EINVAL: return kEinval;
+    case ENOSPC: return kEnospc;
+    case EBUSY: return kEshutdown;
+    case EOPNOTSUPP: return kEnotsup;
     default: return kEio;
   }
 }
@@ -42,7 +45,7 @@ struct NbdRequest {
   AlignedBuffer buffer;
 };
 
-NbdConnection::NbdConnection(int fd, NbdBackend* backend, const NbdServerOptions* options,
+NbdConnection::NbdConnection(int fd, BlockBackend* backend, const NbdServerOptions* options,
                              bool handshake)
     : fd_(fd), handshake_(handshake), backend_(backend), options_(options) {}
 
@@ -230,22 +233,12 @@ void NbdConnection::Execute(NbdRequest& r) {
       if (s.ok() && fua) s = backend_->Flush();
       break;
     case kCmdWriteZeroes:
-      s = WriteZeroes(r.offset, r.length, fua);
+      s = WriteZeroes(*backend_, r.offset, r.length, fua);
       break;
   }
   bool send_data = r.type == kCmdRead && s.ok();
-  Reply(r.handle, ErrnoOf(s), send_data ? r.buffer.data() : nullptr, send_data ? r.length : 0);
-}
-
-Status NbdConnection::WriteZeroes(uint64_t offset, uint64_t length, bool fua) {
-  static const AlignedBuffer* zeros = new AlignedBuffer(kZeroChunk);  // zero-filled, shared
-  for (uint64_t done = 0; done < length;) {
-    uint64_t n = std::min<uint64_t>(kZeroChunk, length - done);
-    bool last = done + n == length;
-    CACHECORE_RETURN_IF_ERROR(backend_->Write(offset + done, zeros->data(), n, fua && last));
-    done += n;
-  }
-  return Status::Ok();
+  uint32_t error = NbdErrorOf(ErrnoOf(s));
+  Reply(r.handle, error, send_data ? r.buffer.data() : nullptr, send_data ? r.length : 0);
 }
 
 void NbdConnection::Reply(uint64_t handle, uint32_t error, const void* data, uint32_t len) {

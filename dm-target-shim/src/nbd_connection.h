@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cachecore/block_device.h"
+#include "shim/block_backend.h"
 #include "shim/nbd_server.h"
 
 namespace shim {
@@ -22,7 +23,7 @@ class NbdConnection {
   // handshake: false for a peer that is already past it (the kernel).
   // options->worker_threads threads serve the connection once it is past
   // the handshake: that many requests run at once.
-  NbdConnection(int fd, NbdBackend* backend, const NbdServerOptions* options,
+  NbdConnection(int fd, BlockBackend* backend, const NbdServerOptions* options,
                 bool handshake = true);
   ~NbdConnection();
   // Runs the whole connection from the calling thread (and the serving
@@ -49,11 +50,10 @@ class NbdConnection {
   // Checks a request's range; 0 when it is fine, else the protocol errno.
   uint32_t CheckRange(uint16_t type, uint64_t offset, uint32_t length) const;
   void Reply(uint64_t handle, uint32_t error, const void* data, uint32_t len);
-  Status WriteZeroes(uint64_t offset, uint64_t length, bool fua);
 
   int fd_;
   bool handshake_;
-  NbdBackend* backend_;
+  BlockBackend* backend_;
   const NbdServerOptions* options_;
   std::mutex read_mu_;   // one reader of the socket at a time
   bool ended_ = false;   // under read_mu_: no more requests will be read

@@ -19,7 +19,7 @@ namespace {
 
 class NbdServerImpl : public NbdServer {
  public:
-  NbdServerImpl(NbdBackend* backend, const NbdServerOptions& options)
+  NbdServerImpl(BlockBackend* backend, const NbdServerOptions& options)
       : backend_(backend), options_(options) {}
 
   ~NbdServerImpl() override { Stop(); }
@@ -113,7 +113,7 @@ class NbdServerImpl : public NbdServer {
     }
   }
 
-  NbdBackend* backend_;
+  BlockBackend* backend_;
   NbdServerOptions options_;
   std::vector<int> listeners_;
   int wake_[2] = {-1, -1};
@@ -127,8 +127,8 @@ class NbdServerImpl : public NbdServer {
 
 }  // namespace
 
-Result<std::unique_ptr<NbdServer>> NbdServer::Start(NbdBackend* backend,
-                                                    const NbdServerOptions& options) {
+Result<std::unique_ptr<NbdServer>> NbdServer::Start(BlockBackend* backend,
+                                                      const NbdServerOptions& options) {
   auto server = std::make_unique<NbdServerImpl>(backend, options);
   Status s = server->Listen();
   if (!s.ok()) return s;

@@ -54,7 +54,7 @@ Status ControlCommand(io_uring* ring, int ctrl_fd, uint32_t op, const ublksrv_ct
 }  // namespace
 
 struct UblkDevice::Impl {
-  NbdBackend* backend = nullptr;
+  BlockBackend* backend = nullptr;
   uint64_t size = 0;
   int ctrl_fd = -1;
   io_uring ctrl{};
@@ -236,8 +236,8 @@ Status UblkDevice::Disconnect() { return impl_->End(); }
 int UblkDevice::id() const { return static_cast<int>(impl_->info.dev_id); }
 bool UblkDevice::recovered() const { return impl_->recovered; }
 
-Result<std::unique_ptr<UblkDevice>> UblkDevice::Start(NbdBackend* backend, uint64_t size_bytes,
-                                                      int recover_id) {
+Result<std::unique_ptr<UblkDevice>> UblkDevice::Start(BlockBackend* backend, uint64_t size_bytes,
+                                                        int recover_id) {
   auto impl = std::make_unique<Impl>();
   impl->backend = backend;
   impl->size = size_bytes;

@@ -1,31 +1,8 @@
 #include "ublk_request.h"
 
-#include <algorithm>
 #include <cerrno>
 
-#include "cachecore/block_device.h"
-
 namespace shim {
-
-namespace {
-
-constexpr uint32_t kZeroChunk = 1 << 20;
-
-// Zeros from a shared zero-filled buffer, a chunk at a time. Only the last
-// chunk carries FUA: the backend's FUA makes every write completed before
-// it durable too, so one sync covers the whole range.
-Status WriteZeroes(NbdBackend& backend, const UblkRequest& r) {
-  static const cachecore::AlignedBuffer* zeros = new cachecore::AlignedBuffer(kZeroChunk);
-  for (uint64_t done = 0; done < r.length;) {
-    uint64_t n = std::min<uint64_t>(kZeroChunk, r.length - done);
-    bool last = done + n == r.length;
-    CACHECORE_RETURN_IF_ERROR(backend.Write(r.offset + done, zeros->data(), n, r.fua && last));
-    done += n;
-  }
-  return Status::Ok();
-}
-
-}  // namespace
 
 // The driver sets op_flags to the UBLK_IO_OP_* in the low byte ORed with the
 // UBLK_IO_F_* flags (ublk_setup_iod), each constant already at its bit in
@@ -40,17 +17,21 @@ UblkRequest DecodeUblkRequest(const ublksrv_io_desc& desc) {
   return r;
 }
 
-int32_t RunUblkRequest(NbdBackend& backend, const ublksrv_io_desc& desc, uint8_t* buf) {
+int32_t RunUblkRequest(BlockBackend& backend, const ublksrv_io_desc& desc, uint8_t* buf) {
   UblkRequest r = DecodeUblkRequest(desc);
   // The driver takes a read's or write's result as the bytes done; for the
-  // other operations it looks only at the sign.
-  auto done = [&](const Status& s, uint64_t bytes) { return s.ok() ? static_cast<int32_t>(bytes) : -EIO; };
+  // other operations it looks only at the sign. A negative errno becomes
+  // the request's block status (ENOSPC, EOPNOTSUPP and EBUSY keep their
+  // meaning; the kernel takes an errno it has no status for as EIO).
+  auto done = [](const Status& s, uint64_t bytes) {
+    return s.ok() ? static_cast<int32_t>(bytes) : -ErrnoOf(s);
+  };
   switch (r.op) {
     case UBLK_IO_OP_READ: return done(backend.Read(r.offset, buf, r.length), r.length);
     case UBLK_IO_OP_WRITE: return done(backend.Write(r.offset, buf, r.length, r.fua), r.length);
     case UBLK_IO_OP_FLUSH: return done(backend.Flush(), 0);
     case UBLK_IO_OP_DISCARD: return done(backend.Trim(r.offset, r.length), 0);
-    case UBLK_IO_OP_WRITE_ZEROES: return done(WriteZeroes(backend, r), 0);
+    case UBLK_IO_OP_WRITE_ZEROES: return done(WriteZeroes(backend, r.offset, r.length, r.fua), 0);
     default: return -EOPNOTSUPP;
   }
 }

@@ -1,6 +1,6 @@
 // How one ublk request is run: the descriptor the kernel's ublk driver fills
-// in for each tag (struct ublksrv_io_desc) turned into calls on an
-// NbdBackend. Internal to the shim; apart from ublk_device.cc, which needs
+// in for each tag (struct ublksrv_io_desc) turned into calls on a
+// BlockBackend. Internal to the shim; apart from ublk_device.cc, which needs
 // /dev/ublk-control, so that tests can run descriptors without a kernel.
 #pragma once
 
@@ -8,7 +8,7 @@
 
 #include <cstdint>
 
-#include "shim/nbd_server.h"
+#include "shim/block_backend.h"
 
 namespace shim {
 
@@ -25,7 +25,8 @@ UblkRequest DecodeUblkRequest(const ublksrv_io_desc& desc);
 // Runs the request in `desc` on `backend`; `buf` holds its data (read into,
 // written from), at least desc.nr_sectors * 512 bytes. Returns the value to
 // commit to the kernel: the bytes done for a read or a write, 0 for the
-// other operations, a negative errno on failure.
-int32_t RunUblkRequest(NbdBackend& backend, const ublksrv_io_desc& desc, uint8_t* buf);
+// other operations; on failure the backend's Status as a negative errno
+// (-ErrnoOf), and -EOPNOTSUPP for an operation it does not know.
+int32_t RunUblkRequest(BlockBackend& backend, const ublksrv_io_desc& desc, uint8_t* buf);
 
 }  // namespace shim

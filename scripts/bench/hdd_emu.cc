@@ -20,13 +20,14 @@
 #include <thread>
 
 #include "hdd_model.h"
+#include "shim/block_backend.h"
 #include "shim/nbd_server.h"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-class HddBackend : public shim::NbdBackend {
+class HddBackend : public shim::BlockBackend {
  public:
   HddBackend(int fd, uint64_t size, unsigned ncq_depth)
       : fd_(fd), size_(size), ncq_depth_(ncq_depth), model_(size), start_(Clock::now()),

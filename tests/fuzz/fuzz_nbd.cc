@@ -14,7 +14,7 @@
 
 namespace {
 
-class MemoryBackend : public shim::NbdBackend {
+class MemoryBackend : public shim::BlockBackend {
  public:
   uint64_t size() const override { return data_.size(); }
   uint32_t preferred_block_size() const override { return 4096; }

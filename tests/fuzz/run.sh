@@ -11,7 +11,7 @@ CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo 
   -DCACHECTL_WERROR=OFF >/dev/null
 cmake --build build-fuzz -j"$(nproc)" --target fuzzers
 status=0
-for target in fuzz_superblock fuzz_line_record fuzz_trace_line fuzz_nbd fuzz_control; do
+for target in fuzz_superblock fuzz_line_record fuzz_trace_line fuzz_nbd fuzz_control fuzz_dispatch; do
   corpus=build-fuzz/corpus/$target
   mkdir -p "$corpus"
   cp -n tests/fuzz/corpus/$target/* "$corpus"/ 2>/dev/null || true

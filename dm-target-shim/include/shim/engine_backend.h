@@ -1,15 +1,15 @@
-// EngineBackend: a cachecore::Engine as what an NBD (or ublk) front end
-// serves. Does not own the engine.
+// EngineBackend: a cachecore::Engine as the BlockBackend the front ends
+// (NBD, ublk) serve. Does not own the engine.
 #pragma once
 
 #include <atomic>
 
 #include "cachecore/engine.h"
-#include "shim/nbd_server.h"
+#include "shim/block_backend.h"
 
 namespace shim {
 
-class EngineBackend : public NbdBackend {
+class EngineBackend : public BlockBackend {
  public:
   explicit EngineBackend(cachecore::Engine* engine) : engine_(engine) {}
   uint64_t size() const override { return engine_->identity().origin_size; }

@@ -1,4 +1,4 @@
-// NbdServer: serves a block backend over the NBD protocol (fixed newstyle
+// NbdServer: serves a BlockBackend over the NBD protocol (fixed newstyle
 // handshake, simple replies) on a unix socket, and on TCP only when an
 // address is given. Many requests in flight per connection, answered as
 // they complete; several connections at once.
@@ -10,27 +10,9 @@
 #include <memory>
 #include <string>
 
-#include "cachecore/status.h"
+#include "shim/block_backend.h"
 
 namespace shim {
-
-using cachecore::Result;
-using cachecore::Status;
-
-// What the server exports. Calls come from the server's serving threads,
-// several at once. Offsets and lengths are already checked against size().
-class NbdBackend {
- public:
-  virtual ~NbdBackend() = default;
-  virtual uint64_t size() const = 0;
-  virtual uint32_t preferred_block_size() const = 0;
-  virtual Status Read(uint64_t offset, void* buffer, uint64_t length) = 0;
-  virtual Status Write(uint64_t offset, const void* buffer, uint64_t length, bool fua) = 0;
-  // Every write completed before it is durable when it returns OK, on
-  // whichever connection it arrived (so MULTI_CONN holds).
-  virtual Status Flush() = 0;
-  virtual Status Trim(uint64_t offset, uint64_t length) = 0;
-};
 
 struct NbdServerOptions {
   std::string export_name;       // clients may ask for it or for "" (the default)
@@ -48,9 +30,11 @@ struct NbdServerOptions {
 class NbdServer {
  public:
   // Binds the sockets and starts accepting. Fails, with the path or address
-  // in the message, when a socket cannot be created or bound.
-  static Result<std::unique_ptr<NbdServer>> Start(NbdBackend* backend,
-                                                  const NbdServerOptions& options);
+  // in the message, when a socket cannot be created or bound. `backend` is
+  // not owned and must outlive the server; the serving threads call it,
+  // several at once.
+  static Result<std::unique_ptr<NbdServer>> Start(BlockBackend* backend,
+                                                    const NbdServerOptions& options);
   virtual ~NbdServer() = default;
   // Stops accepting, lets requests in flight finish, closes every
   // connection, removes the unix socket. Idempotent.

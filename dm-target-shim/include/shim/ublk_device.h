@@ -8,8 +8,8 @@
 #include <memory>
 #include <string>
 
+#include "shim/block_backend.h"
 #include "shim/kernel_device.h"
-#include "shim/nbd_server.h"
 
 namespace shim {
 
@@ -21,8 +21,11 @@ class UblkDevice : public KernelDevice {
   //
   // recover_id >= 0: first try to take back /dev/ublkb<recover_id>, left by
   // a daemon that died; a fresh device is added when there is none to take.
-  static Result<std::unique_ptr<UblkDevice>> Start(NbdBackend* backend, uint64_t size_bytes,
-                                                   int recover_id = -1);
+  //
+  // `backend` is not owned and must outlive the device; the queue threads
+  // call it, one request at a time each.
+  static Result<std::unique_ptr<UblkDevice>> Start(BlockBackend* backend, uint64_t size_bytes,
+                                                     int recover_id = -1);
   int id() const;
   bool recovered() const;  // true when Start took an existing device back
   ~UblkDevice() override;

@@ -1,0 +1,183 @@
+#include "daemon_control.h"
+
+#include <cstdio>
+
+namespace cachectl {
+
+using namespace cachecore;
+
+namespace {
+
+PinTotals TotalsOf(const PinReport& r) { return {r.pinned_bytes, r.resident_bytes, r.limit_bytes}; }
+
+// The report of `cachectl stats`, in the order the CLI prints it.
+StatsReply StatsOf(Daemon& d) {
+  Engine& e = *d.engine;
+  StatsSnapshot s = e.stats();
+  StatsReply r;
+  auto kv = [&](const std::string& k, const std::string& v) { r.fields.emplace_back(k, v); };
+  auto num = [&](const std::string& k, uint64_t v) { kv(k, std::to_string(v)); };
+  auto ratio = [&](const std::string& k, double v) {
+    char b[32];
+    std::snprintf(b, sizeof(b), "%.4f", v);
+    kv(k, b);
+  };
+  // metadata_failed first: it refuses writes, where failed passes them through.
+  kv("state", s.metadata_failed ? "metadata_failed" : s.failed ? "failed" : "running");
+  kv("mode", CacheModeName(e.mode()));
+  kv("metadata_failed", s.metadata_failed ? "true" : "false");
+  kv("frontend", d.frontend_note);
+  kv("kernel_device", d.kernel ? d.kernel->device() : "");
+  kv("dm_device", d.dm_created       ? "/dev/mapper/" + d.spec.name
+                  : d.online_swapped ? "/dev/mapper/" + d.spec.online_volume
+                                     : "");
+  num("line_size", e.line_size());
+  EngineConfig now = e.settings();
+  num("seq_cutoff", now.sequential_cutoff);
+  num("dirty_high_pct", now.dirty_high_pct);
+  num("dirty_low_pct", now.dirty_low_pct);
+  num("cleaner_batch_lines", now.cleaner_batch_lines);
+  num("capacity_lines", s.capacity_lines);
+  num("overprovisioned_bytes", e.overprovisioned_bytes());
+  PlacementSettings p = e.placement();
+  kv("placement_window", PlacementWindowText(p.window));
+  num("placement_rate", p.rate_bytes_per_s);
+  PinTotals pins = TotalsOf(e.pins());
+  num("pinned_bytes", pins.pinned_bytes);
+  num("pinned_resident_bytes", pins.resident_bytes);
+  num("pin_limit_bytes", pins.limit_bytes);
+  num("occupancy_lines", s.occupancy_lines);
+  num("dirty_lines", s.dirty_lines);
+  num("clean_lines", s.clean_lines);
+  num("read_hits", s.read_hits);
+  num("read_misses", s.read_misses);
+  num("write_hits", s.write_hits);
+  num("write_misses", s.write_misses);
+  ratio("read_hit_ratio", s.read_hit_ratio());
+  ratio("hit_ratio", s.hit_ratio());
+  num("promotions", s.promotions);
+  num("bypassed", s.bypassed);
+  num("evictions", s.evictions);
+  num("cleaner_writes", s.cleaner_writes);
+  // requests.KIND: FUA writes and flushes as the front ends received them.
+  num("requests.fua_writes", d.backend->fua_writes());
+  num("requests.flushes", d.backend->flushes());
+  const ErrorCounts& err = s.errors;
+  // errors.DEVICE.KIND: the CLI nests them into objects.
+  num("errors.cache.read", err.cache_read);
+  num("errors.cache.write", err.cache_write);
+  num("errors.cache.flush", err.cache_flush);
+  num("errors.cache.checksum_repaired", err.checksum_repaired);
+  num("errors.cache.checksum_failed", err.checksum_failed);
+  num("errors.origin.read", err.origin_read);
+  num("errors.origin.write", err.origin_write);
+  num("errors.origin.flush", err.origin_flush);
+  num("errors.metadata.write", err.metadata);
+  return r;
+}
+
+// Everything of a set but the mode, each over the value in force now.
+// The cleaner goes first: its check (low < high) is the one a user meets,
+// and nothing is changed when it refuses.
+Status ApplyTunables(Engine& e, const SetRequest& r) {
+  if (r.dirty_high_pct || r.dirty_low_pct || r.cleaner_batch_lines) {
+    EngineConfig now = e.settings();
+    CACHECORE_RETURN_IF_ERROR(e.SetCleaner(r.dirty_high_pct.value_or(now.dirty_high_pct),
+                                           r.dirty_low_pct.value_or(now.dirty_low_pct),
+                                           r.cleaner_batch_lines.value_or(now.cleaner_batch_lines)));
+  }
+  if (r.seq_cutoff_bytes) CACHECORE_RETURN_IF_ERROR(e.SetSequentialCutoff(*r.seq_cutoff_bytes));
+  if (r.placement_window || r.placement_rate_bytes) {
+    PlacementSettings p = e.placement();
+    if (r.placement_window) p.window = *r.placement_window;
+    if (r.placement_rate_bytes) p.rate_bytes_per_s = *r.placement_rate_bytes;
+    CACHECORE_RETURN_IF_ERROR(e.SetPlacement(p));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+template <typename Fn>
+auto DaemonControl::WithEngine(Fn fn) -> decltype(fn(std::declval<Engine&>())) {
+  std::shared_lock lock(d_.engine_mu);
+  if (!d_.engine) return Status::Busy("the cache is shutting down");
+  return fn(*d_.engine);
+}
+
+Result<StatsReply> DaemonControl::Stats(bool reset) {
+  return WithEngine([&](Engine& e) -> Result<StatsReply> {
+    StatsReply r = StatsOf(d_);
+    if (reset) {
+      e.ResetStats();
+      d_.backend->ResetCounters();
+    }
+    return r;
+  });
+}
+
+Status DaemonControl::Flush(const ProgressSink& progress) {
+  return WithEngine([&](Engine& e) { return e.Flush(progress); });
+}
+
+// The flush runs while the cache still serves; the stop takes the engine
+// away, so it runs after the shared lock is let go.
+Status DaemonControl::Detach(bool wipe, const ProgressSink& progress) {
+  CACHECORE_RETURN_IF_ERROR(WithEngine([&](Engine& e) { return e.Flush(progress); }));
+  return StopDaemon(d_, true, wipe);
+}
+
+Status DaemonControl::Stop() {
+  CACHECORE_RETURN_IF_ERROR(WithEngine([](Engine&) { return Status::Ok(); }));
+  return StopDaemon(d_, false, false);
+}
+
+// A set with a mode holds mode_mu from start to end, so two of them run
+// one after the other, whole. The other settings are applied under
+// settings_mu alone, and the mode switch (which may clean for minutes)
+// runs after it is let go: a set without a mode never waits for cleaning,
+// and whenever it runs, the outcome is that of some serial order of sets.
+// Lock order: mode_mu, then settings_mu.
+Status DaemonControl::Set(const SetRequest& request, const ProgressSink& progress) {
+  return WithEngine([&](Engine& e) {
+    std::unique_lock<std::mutex> mode;
+    if (request.mode) mode = std::unique_lock(d_.mode_mu);
+    {
+      std::lock_guard settings(d_.settings_mu);
+      CACHECORE_RETURN_IF_ERROR(ApplyTunables(e, request));
+    }
+    if (!request.mode) return Status::Ok();
+    Log("info", std::string("mode -> ") + CacheModeName(*request.mode));
+    return e.SetMode(*request.mode, progress);
+  });
+}
+
+Result<PinTotals> DaemonControl::Pin(const ByteRange& range) {
+  return WithEngine([&](Engine& e) -> Result<PinTotals> {
+    CACHECORE_RETURN_IF_ERROR(e.Pin(range.offset, range.length));
+    return TotalsOf(e.pins());  // what is pinned now, for the answer
+  });
+}
+
+Result<PinTotals> DaemonControl::Unpin(const ByteRange& range) {
+  return WithEngine([&](Engine& e) -> Result<PinTotals> {
+    CACHECORE_RETURN_IF_ERROR(e.Unpin(range.offset, range.length));
+    return TotalsOf(e.pins());
+  });
+}
+
+Result<PinsReply> DaemonControl::Pins() {
+  return WithEngine([](Engine& e) -> Result<PinsReply> {
+    PinReport r = e.pins();
+    return PinsReply{TotalsOf(r), r.ranges};
+  });
+}
+
+Result<MovementReply> DaemonControl::Movement() {
+  return WithEngine([](Engine& e) -> Result<MovementReply> {
+    MovementReport m = e.movement();
+    return MovementReply{e.placement(), m.region_bytes, m.hours, m.hottest};
+  });
+}
+
+}  // namespace cachectl

@@ -1,0 +1,50 @@
+// BlockBackend: the block device both front ends serve (the NBD server and
+// ublk; the daemon's is the engine, through EngineBackend), and the two
+// things both do with one: write zeroes, and turn a Status into an errno.
+#pragma once
+
+#include <cstdint>
+
+#include "cachecore/status.h"
+
+namespace shim {
+
+using cachecore::Result;
+using cachecore::Status;
+
+// What a front end exports. Calls come from the front end's serving
+// threads, several at once. Offsets and lengths are already checked against
+// size() (multiples of 512, within the device) before a call is made.
+class BlockBackend {
+ public:
+  virtual ~BlockBackend() = default;
+  virtual uint64_t size() const = 0;
+  virtual uint32_t preferred_block_size() const = 0;
+  // Fills `buffer` (at least `length` bytes).
+  virtual Status Read(uint64_t offset, void* buffer, uint64_t length) = 0;
+  // fua: the data is durable when the call returns OK, and so is every
+  // write completed before it.
+  virtual Status Write(uint64_t offset, const void* buffer, uint64_t length, bool fua) = 0;
+  // Every write completed before it is durable when it returns OK, on
+  // whichever connection or queue it arrived (so NBD's MULTI_CONN holds).
+  virtual Status Flush() = 0;
+  // The range may read back as anything afterwards (NBD TRIM, ublk DISCARD).
+  virtual Status Trim(uint64_t offset, uint64_t length) = 0;
+};
+
+// Writes zeroes over [offset, offset + length) through backend.Write, in
+// chunks from one shared zero-filled buffer. With fua, only the last chunk
+// carries FUA: a FUA write makes the chunks completed before it durable
+// too, so one sync covers the range. Returns the first failed chunk's
+// Status (chunks before it stay written, as with any failed write).
+Status WriteZeroes(BlockBackend& backend, uint64_t offset, uint64_t length, bool fua);
+
+// The errno (positive; 0 for OK) a front end reports for `s`, the one
+// place a Status becomes an errno:
+//   InvalidArgument -> EINVAL; OutOfRange, NoSpace -> ENOSPC (NBD's
+//   answer to a write past the end);
+//   Busy -> EBUSY (the engine says Busy once it is shut down);
+//   NotSupported -> EOPNOTSUPP; anything else -> EIO.
+int ErrnoOf(const Status& s);
+
+}  // namespace shim

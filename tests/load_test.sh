@@ -31,7 +31,7 @@ CACHECTL_PAUSE_AT=flush-1-origin-written:4 "$C" attach --origin "$W/origin.img" 
 
 # Each client writes its own 32 MiB at random (4K to 64K), then reads it all
 # back and checks every block's checksum and header.
-fio --name=load --ioengine=nbd --uri="nbd+unix:///vol?socket=$W/run/vol/nbd" --rw=randwrite \
+fio --aux-path="$W" --name=load --ioengine=nbd --uri="nbd+unix:///vol?socket=$W/run/vol/nbd" --rw=randwrite \
     --bsrange=4k-64k --size=32M --offset_increment=32M --numjobs=10 --iodepth=4 \
     --verify=crc32c --verify_fatal=1 --do_verify=1 --group_reporting >"$W/fio.out" 2>&1 &
 fio_pid=$!

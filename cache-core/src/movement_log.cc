@@ -50,7 +50,10 @@ std::string MovementLog::Encode() const {
   for (const MovementHour& h : hours_) {
     if (h.hour_start == 0) continue;
     out += std::to_string(h.hour_start);
-    ZipCounters(h, h, [&](uint64_t v, uint64_t) { out += " " + std::to_string(v); });
+    ZipCounters(h, h, [&](uint64_t v, uint64_t) {
+      out += ' ';
+      out += std::to_string(v);  // appended apart: GCC 12's false -Wrestrict (bug 105329)
+    });
     out += "\n";
   }
   return out;

@@ -5,7 +5,7 @@
 #include <iostream>
 #include <string>
 
-#include "cachecore/advise.h"
+#include "cachecore/planning/advise.h"
 #include "cli_common.h"
 #include "commands.h"
 #include "plot.h"

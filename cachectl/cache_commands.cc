@@ -12,12 +12,12 @@
 #include <optional>
 #include <variant>
 
-#include "cachecore/placement.h"
-#include "cachecore/aio_device.h"
-#include "cachecore/cache_mode.h"
-#include "cachecore/nbd_device.h"
-#include "cachecore/superblock.h"
-#include "cachecore/wipe.h"
+#include "cachecore/placement/placement.h"
+#include "cachecore/devices/aio_device.h"
+#include "cachecore/engine/cache_mode.h"
+#include "cachecore/devices/nbd_device.h"
+#include "cachecore/metadata/superblock.h"
+#include "cachecore/devices/wipe.h"
 #include "cli_common.h"
 #include "damage_cli.h"
 #include "commands.h"

@@ -2,9 +2,9 @@
 #include <boost/program_options.hpp>
 #include <cstdio>
 
-#include "cachecore/aio_device.h"
-#include "cachecore/open_device.h"
-#include "cachecore/check.h"
+#include "cachecore/devices/aio_device.h"
+#include "cachecore/devices/open_device.h"
+#include "cachecore/metadata/check.h"
 #include "cli_common.h"
 #include "damage_cli.h"
 #include "commands.h"

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "cachecore/status.h"
+#include "cachecore/base/status.h"
 #include "protocol.h"
 
 namespace cachectl {

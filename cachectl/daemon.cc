@@ -21,11 +21,11 @@
 #include <thread>
 #include <vector>
 
-#include "cachecore/aio_device.h"
-#include "cachecore/open_device.h"
-#include "cachecore/steps.h"
-#include "cachecore/superblock.h"
-#include "cachecore/wipe.h"
+#include "cachecore/devices/aio_device.h"
+#include "cachecore/devices/open_device.h"
+#include "cachecore/engine/steps.h"
+#include "cachecore/metadata/superblock.h"
+#include "cachecore/devices/wipe.h"
 #include "cli_common.h"
 #include "control.h"
 #include "daemon_control.h"

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "cachecore/engine.h"
+#include "cachecore/engine/engine.h"
 #include "paths.h"
 
 namespace cachectl {

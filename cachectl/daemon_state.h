@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "cachecore/block_device.h"
-#include "cachecore/engine.h"
-#include "cachecore/metadata_store.h"
+#include "cachecore/devices/block_device.h"
+#include "cachecore/engine/engine.h"
+#include "cachecore/metadata/metadata_store.h"
 #include "daemon.h"
 #include "shim/engine_backend.h"
 #include "shim/kernel_device.h"

@@ -3,9 +3,9 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "cachecore/aio_device.h"
-#include "cachecore/open_device.h"
-#include "cachecore/superblock.h"
+#include "cachecore/devices/aio_device.h"
+#include "cachecore/devices/open_device.h"
+#include "cachecore/metadata/superblock.h"
 
 namespace cachectl {
 

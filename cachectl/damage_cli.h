@@ -5,7 +5,7 @@
 
 #include <string>
 
-#include "cachecore/damage.h"
+#include "cachecore/metadata/damage.h"
 #include "paths.h"
 
 namespace cachectl {

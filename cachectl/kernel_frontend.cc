@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "cachecore/superblock.h"
+#include "cachecore/metadata/superblock.h"
 #include "shim/dm_device.h"
 #include "shim/kernel_nbd.h"
 #include "shim/ublk_device.h"

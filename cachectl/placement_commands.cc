@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <ctime>
 
-#include "cachecore/cache_mode.h"
+#include "cachecore/engine/cache_mode.h"
 #include "cli_common.h"
 #include "commands.h"
 #include "control.h"

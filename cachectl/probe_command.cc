@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <iostream>
 
-#include "cachecore/aio_device.h"
-#include "cachecore/probe.h"
+#include "cachecore/devices/aio_device.h"
+#include "cachecore/planning/probe.h"
 #include "cli_common.h"
 #include "commands.h"
 #include "plot.h"

@@ -22,9 +22,9 @@
 #include <variant>
 #include <vector>
 
-#include "cachecore/cache_mode.h"
-#include "cachecore/placement.h"
-#include "cachecore/status.h"
+#include "cachecore/engine/cache_mode.h"
+#include "cachecore/placement/placement.h"
+#include "cachecore/base/status.h"
 
 namespace cachectl {
 

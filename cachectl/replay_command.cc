@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <iostream>
 
-#include "cachecore/replay.h"
+#include "cachecore/planning/replay.h"
 #include "cli_common.h"
 #include "commands.h"
 

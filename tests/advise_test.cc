@@ -5,8 +5,8 @@
 
 #include <fstream>
 
-#include "cachecore/advise.h"
-#include "cachecore/replay.h"
+#include "cachecore/planning/advise.h"
+#include "cachecore/planning/replay.h"
 #include "support/engine_rig.h"
 
 namespace cachecore::testing {

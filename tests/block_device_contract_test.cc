@@ -12,10 +12,10 @@
 #include <random>
 #include <thread>
 
-#include "cachecore/aio_device.h"
-#include "cachecore/fault_device.h"
-#include "cachecore/memory_device.h"
-#include "cachecore/nbd_device.h"
+#include "cachecore/devices/aio_device.h"
+#include "support/fault_device.h"
+#include "cachecore/devices/memory_device.h"
+#include "cachecore/devices/nbd_device.h"
 #include "support/engine_rig.h"
 #include "support/nbdkit_server.h"
 

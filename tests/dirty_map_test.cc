@@ -3,7 +3,7 @@
 // after a power cut, and shrink once the lines are cleaned.
 #include <gtest/gtest.h>
 
-#include "cachecore/dirty_map.h"
+#include "cachecore/metadata/dirty_map.h"
 #include "support/block_io.h"
 #include "support/engine_rig.h"
 

@@ -30,12 +30,6 @@ class EngineBatchTest : public ::testing::Test {
     config_.background_cleaner = false;
     ASSERT_TRUE(rig_.Create(config_).ok());
   }
-  bool OriginHasPattern(uint64_t off, uint64_t len, uint32_t tag) {
-    AlignedBuffer got(len), want(len);
-    EXPECT_TRUE(rig_.raw_origin().Read(off, got.data(), len).ok());
-    FillPattern(want.data(), off, len, tag);
-    return std::memcmp(got.data(), want.data(), len) == 0;
-  }
   EngineRig rig_;
   EngineConfig config_;
 };
@@ -102,7 +96,7 @@ TEST_F(EngineBatchTest, AWriteBackWriteOverLinesIsDirtyAndSurvivesARestart) {
   EXPECT_EQ(rig_.engine().stats().dirty_lines, 16u);
   EXPECT_TRUE(HasPattern(rig_.engine(), 8 * K, 64 * K, 4));
   ASSERT_TRUE(rig_.engine().Flush().ok());
-  EXPECT_TRUE(OriginHasPattern(8 * K, 64 * K, 4));
+  EXPECT_TRUE(rig_.OriginHasPattern(8 * K, 64 * K, 4));
 }
 
 // The third line's cache write fails: that line goes to the origin,
@@ -115,10 +109,10 @@ TEST_F(EngineBatchTest, ACacheWriteErrorMidBatchSendsThatLineToTheOrigin) {
   EXPECT_EQ(st.errors.cache_write, 1u);
   EXPECT_EQ(st.dirty_lines, 7u);
   EXPECT_EQ(st.occupancy_lines, 7u);
-  EXPECT_TRUE(OriginHasPattern(8 * K, 4 * K, 5));
+  EXPECT_TRUE(rig_.OriginHasPattern(8 * K, 4 * K, 5));
   EXPECT_TRUE(HasPattern(rig_.engine(), 0, 32 * K, 5));
   ASSERT_TRUE(rig_.engine().Flush().ok());
-  EXPECT_TRUE(OriginHasPattern(0, 32 * K, 5));
+  EXPECT_TRUE(rig_.OriginHasPattern(0, 32 * K, 5));
 }
 
 // With every slot dirty, a batch's allocations clean victims first, and
@@ -136,8 +130,8 @@ TEST_F(EngineBatchTest, ABatchIntoACacheFullOfDirtyLinesCleansVictims) {
   EXPECT_GE(rig_.engine().stats().evictions, 4 * 48u - capacity / 2);
   EXPECT_TRUE(HasPattern(rig_.engine(), 0, capacity * 4 * K, 6));
   ASSERT_TRUE(rig_.engine().Flush().ok());
-  EXPECT_TRUE(OriginHasPattern(0, capacity * 4 * K, 6));
-  EXPECT_TRUE(OriginHasPattern(capacity * 4 * K, 4 * 48 * 4 * K, 7));
+  EXPECT_TRUE(rig_.OriginHasPattern(0, capacity * 4 * K, 6));
+  EXPECT_TRUE(rig_.OriginHasPattern(capacity * 4 * K, 4 * 48 * 4 * K, 7));
 }
 
 // A write as large as the cache: some lines cannot get a slot (every other
@@ -148,7 +142,7 @@ TEST_F(EngineBatchTest, AWriteLargerThanTheCacheLandsWhole) {
   ASSERT_TRUE(WritePattern(rig_.engine(), 0, 2 * capacity * 4 * K, 8).ok());
   EXPECT_TRUE(HasPattern(rig_.engine(), 0, 2 * capacity * 4 * K, 8));
   ASSERT_TRUE(rig_.engine().Flush().ok());
-  EXPECT_TRUE(OriginHasPattern(0, 2 * capacity * 4 * K, 8));
+  EXPECT_TRUE(rig_.OriginHasPattern(0, 2 * capacity * 4 * K, 8));
 }
 
 // After a clean shutdown the records of blocks written since the last

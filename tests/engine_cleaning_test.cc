@@ -86,12 +86,6 @@ class CleaningTest : public ::testing::Test {
       EXPECT_TRUE(engine_->Shutdown().ok());
     }
   }
-  bool OriginHasPattern(uint64_t off, uint64_t len, uint32_t tag) {
-    AlignedBuffer got(len), want(len);
-    EXPECT_TRUE(rig_.raw_origin().Read(off, got.data(), len).ok());
-    FillPattern(want.data(), off, len, tag);
-    return std::memcmp(got.data(), want.data(), len) == 0;
-  }
   EngineRig rig_;
   GatedDevice gate_;
   std::unique_ptr<Engine> engine_;
@@ -111,12 +105,12 @@ TEST_F(CleaningTest, ClientsUseLinesWhileTheyAreCleaned) {
   ASSERT_TRUE(flush.get().ok());
   // The flush took what the lines held when it read them; the two lines
   // rewritten since are dirty, with the newer data.
-  EXPECT_TRUE(OriginHasPattern(0, 16 * K, 1));
-  EXPECT_TRUE(OriginHasPattern(16 * K, 8 * K, 1));
+  EXPECT_TRUE(rig_.OriginHasPattern(0, 16 * K, 1));
+  EXPECT_TRUE(rig_.OriginHasPattern(16 * K, 8 * K, 1));
   EXPECT_EQ(engine_->stats().dirty_lines, 2u);
   EXPECT_TRUE(HasPattern(*engine_, 16 * K, 8 * K, 2));
   ASSERT_TRUE(engine_->Flush().ok());
-  EXPECT_TRUE(OriginHasPattern(16 * K, 8 * K, 2));
+  EXPECT_TRUE(rig_.OriginHasPattern(16 * K, 8 * K, 2));
   EXPECT_EQ(engine_->stats().dirty_lines, 0u);
 }
 
@@ -138,10 +132,10 @@ TEST_F(CleaningTest, AnOriginWriteWaitsForTheCleanersCopy) {
   gate_.Open();
   ASSERT_TRUE(flush.get().ok());
   ASSERT_TRUE(client.get().ok());
-  EXPECT_TRUE(OriginHasPattern(8 * K, 4 * K, 4));
+  EXPECT_TRUE(rig_.OriginHasPattern(8 * K, 4 * K, 4));
   EXPECT_TRUE(HasPattern(*engine_, 8 * K, 4 * K, 4));
-  EXPECT_TRUE(OriginHasPattern(0, 8 * K, 3));
-  EXPECT_TRUE(OriginHasPattern(12 * K, 4 * K, 3));
+  EXPECT_TRUE(rig_.OriginHasPattern(0, 8 * K, 3));
+  EXPECT_TRUE(rig_.OriginHasPattern(12 * K, 4 * K, 3));
 }
 
 }  // namespace

@@ -34,12 +34,6 @@ class EngineFaultTest : public ::testing::Test {
     std::memset(junk.data(), 0xA5, 4 * K);
     ASSERT_TRUE(rig_.raw_cache().Write(kDataOffset, junk.data(), 4 * K).ok());
   }
-  bool OriginHasPattern(uint64_t off, uint64_t len, uint32_t tag) {
-    AlignedBuffer got(len), want(len);
-    EXPECT_TRUE(rig_.raw_origin().Read(off, got.data(), len).ok());
-    FillPattern(want.data(), off, len, tag);
-    return std::memcmp(got.data(), want.data(), len) == 0;
-  }
   EngineRig rig_;
   EngineConfig config_;
 };
@@ -68,7 +62,7 @@ TEST_F(EngineFaultTest, CacheWriteErrorInWriteBackWritesThrough) {
   rig_.cache().FailNth(kFaultWrite, 1);
   ASSERT_TRUE(WritePattern(rig_.engine(), 0, 8 * K, 2).ok());
   // The line whose cache write failed went to the origin; the other is dirty.
-  EXPECT_TRUE(OriginHasPattern(0, 4 * K, 2));
+  EXPECT_TRUE(rig_.OriginHasPattern(0, 4 * K, 2));
   EXPECT_EQ(rig_.engine().stats().errors.cache_write, 1u);
   EXPECT_EQ(rig_.engine().stats().dirty_lines, 1u);
   EXPECT_TRUE(HasPattern(rig_.engine(), 0, 8 * K, 2));
@@ -95,7 +89,7 @@ TEST_F(EngineFaultTest, OriginErrorDuringCleaningKeepsDirtyDataAndRetries) {
   EXPECT_TRUE(HasPattern(rig_.engine(), 0, 16 * K, 4));
   rig_.origin().ClearFaults();
   ASSERT_TRUE(rig_.engine().Flush().ok());
-  EXPECT_TRUE(OriginHasPattern(0, 16 * K, 4));
+  EXPECT_TRUE(rig_.OriginHasPattern(0, 16 * K, 4));
 }
 
 TEST_F(EngineFaultTest, OriginReadErrorIsReturned) {
@@ -176,7 +170,7 @@ TEST_F(EngineFaultTest, PastTheThresholdTheCacheFailsAndPassesThrough) {
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
   EXPECT_EQ(rig_.engine().stats().dirty_lines, 0u);
-  EXPECT_TRUE(OriginHasPattern(0, 16 * K, 1));
+  EXPECT_TRUE(rig_.OriginHasPattern(0, 16 * K, 1));
 }
 
 }  // namespace

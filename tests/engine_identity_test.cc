@@ -3,7 +3,7 @@
 // with a message that says what differs, and nothing is written.
 #include <gtest/gtest.h>
 
-#include "cachecore/checksum.h"
+#include "cachecore/metadata/checksum.h"
 #include "support/block_io.h"
 #include "support/engine_rig.h"
 

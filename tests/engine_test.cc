@@ -6,7 +6,7 @@
 #include <chrono>
 #include <thread>
 
-#include "cachecore/check.h"
+#include "cachecore/metadata/check.h"
 #include "support/block_io.h"
 #include "support/engine_rig.h"
 

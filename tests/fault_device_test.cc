@@ -3,8 +3,8 @@
 
 #include <cstring>
 
-#include "cachecore/fault_device.h"
-#include "cachecore/memory_device.h"
+#include "support/fault_device.h"
+#include "cachecore/devices/memory_device.h"
 
 namespace cachecore {
 namespace {

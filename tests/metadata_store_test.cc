@@ -2,7 +2,7 @@
 // configuration, and what survives a power cut (only what was synced).
 #include <gtest/gtest.h>
 
-#include "cachecore/metadata_store.h"
+#include "cachecore/metadata/metadata_store.h"
 #include "support/engine_rig.h"
 #include "support/power_cut_fs.h"
 

@@ -17,7 +17,7 @@
 #include <mutex>
 #include <utility>
 
-#include "cachecore/aio_device.h"
+#include "cachecore/devices/aio_device.h"
 #include "shim/block_backend.h"
 #include "shim/engine_backend.h"
 #include "shim/nbd_server.h"

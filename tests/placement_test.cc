@@ -8,9 +8,9 @@
 #include <functional>
 #include <thread>
 
-#include "../cache-core/src/heat_map.h"
-#include "../cache-core/src/line_intervals.h"
-#include "../cache-core/src/movement_log.h"
+#include "../cache-core/src/placement/heat_map.h"
+#include "../cache-core/src/placement/line_intervals.h"
+#include "../cache-core/src/placement/movement_log.h"
 #include "support/block_io.h"
 #include "support/engine_rig.h"
 

@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "cachecore/memory_device.h"
-#include "cachecore/probe.h"
-#include "cachecore/superblock.h"
+#include "cachecore/devices/memory_device.h"
+#include "cachecore/planning/probe.h"
+#include "cachecore/metadata/superblock.h"
 #include "support/engine_rig.h"
 
 namespace cachecore::testing {

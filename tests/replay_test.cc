@@ -3,8 +3,8 @@
 
 #include <fstream>
 
-#include "cachecore/replay.h"
-#include "cachecore/trace_reader.h"
+#include "cachecore/planning/replay.h"
+#include "cachecore/planning/trace_reader.h"
 #include "support/engine_rig.h"
 
 #ifndef CACHECTL_TRACES_DIR

@@ -8,9 +8,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "cachecore/check.h"
-#include "cachecore/checksum.h"
-#include "cachecore/superblock.h"
+#include "cachecore/metadata/check.h"
+#include "cachecore/metadata/checksum.h"
+#include "cachecore/metadata/superblock.h"
 #include "support/block_io.h"
 #include "support/engine_rig.h"
 

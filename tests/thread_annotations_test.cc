@@ -7,7 +7,7 @@
 #include <thread>
 #include <vector>
 
-#include "../cache-core/src/thread_annotations.h"
+#include "../cache-core/src/base/thread_annotations.h"
 
 namespace cachecore {
 namespace {

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "../dm-target-shim/src/ublk_request.h"
-#include "cachecore/block_device.h"
+#include "cachecore/devices/block_device.h"
 
 namespace shim {
 namespace {

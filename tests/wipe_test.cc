@@ -5,8 +5,8 @@
 
 #include <cstring>
 
-#include "cachecore/memory_device.h"
-#include "cachecore/wipe.h"
+#include "cachecore/devices/memory_device.h"
+#include "cachecore/devices/wipe.h"
 
 namespace cachecore {
 namespace {

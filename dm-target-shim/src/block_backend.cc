@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 
-#include "cachecore/block_device.h"
+#include "cachecore/devices/block_device.h"
 
 namespace shim {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "cachecore/block_device.h"
+#include "cachecore/devices/block_device.h"
 #include "shim/block_backend.h"
 #include "shim/nbd_server.h"
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "cachecore/status.h"
+#include "cachecore/base/status.h"
 
 namespace shim {
 

@@ -13,7 +13,7 @@
 #include <thread>
 #include <vector>
 
-#include "cachecore/block_device.h"
+#include "cachecore/devices/block_device.h"
 #include "ublk_request.h"
 
 namespace shim {

@@ -22,9 +22,9 @@
 #include <random>
 #include <string>
 
-#include "cachecore/aio_device.h"
-#include "cachecore/engine.h"
-#include "cachecore/metadata_store.h"
+#include "cachecore/devices/aio_device.h"
+#include "cachecore/engine/engine.h"
+#include "cachecore/metadata/metadata_store.h"
 
 using namespace cachecore;
 

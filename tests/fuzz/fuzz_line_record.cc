@@ -1,7 +1,7 @@
 // Fuzz target: line records as a damaged metadata store could hold them.
 #include <string>
 
-#include "cachecore/metadata_store.h"
+#include "cachecore/metadata/metadata_store.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace cachecore;

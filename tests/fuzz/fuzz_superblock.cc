@@ -4,11 +4,11 @@
 #include <cstring>
 #include <string>
 
-#include "cachecore/block_device.h"
-#include "cachecore/checksum.h"
-#include "cachecore/dirty_map.h"
-#include "cachecore/memory_device.h"
-#include "cachecore/superblock.h"
+#include "cachecore/devices/block_device.h"
+#include "cachecore/metadata/checksum.h"
+#include "cachecore/metadata/dirty_map.h"
+#include "cachecore/devices/memory_device.h"
+#include "cachecore/metadata/superblock.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace cachecore;

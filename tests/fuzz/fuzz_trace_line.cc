@@ -2,7 +2,7 @@
 // give it).
 #include <string>
 
-#include "cachecore/trace_reader.h"
+#include "cachecore/planning/trace_reader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   cachecore::TraceRecord r;

@@ -5,7 +5,7 @@
 
 #include <cstring>
 
-#include "cachecore/engine.h"
+#include "cachecore/engine/engine.h"
 
 namespace cachecore::testing {
 

@@ -1,5 +1,7 @@
 #include "engine_rig.h"
 
+#include "block_io.h"
+
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -119,6 +121,13 @@ std::optional<uint64_t> ReadStamp(const uint8_t* p, uint64_t sector) {
   StampSector(expect, id, sector);
   if (std::memcmp(p, expect, 512) != 0) return std::nullopt;
   return id;
+}
+
+bool EngineRig::OriginHasPattern(uint64_t off, uint64_t len, uint32_t tag) {
+  AlignedBuffer got(len), want(len);
+  EXPECT_TRUE(raw_origin().Read(off, got.data(), len).ok());
+  FillPattern(want.data(), off, len, tag);
+  return std::memcmp(got.data(), want.data(), len) == 0;
 }
 
 }  // namespace cachecore::testing

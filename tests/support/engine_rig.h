@@ -8,10 +8,10 @@
 #include <memory>
 #include <string>
 
-#include "cachecore/engine.h"
-#include "cachecore/fault_device.h"
-#include "cachecore/memory_device.h"
-#include "cachecore/metadata_store.h"
+#include "cachecore/engine/engine.h"
+#include "support/fault_device.h"
+#include "cachecore/devices/memory_device.h"
+#include "cachecore/metadata/metadata_store.h"
 #include "power_cut_fs.h"
 
 namespace cachecore::testing {
@@ -60,6 +60,9 @@ class EngineRig {
   FaultDevice& origin() { return *origin_; }
   FaultDevice& cache() { return *cache_; }
   BlockDevice& raw_origin() { return *origin_mem_; }
+  // Whether the origin itself (under any fault or power-cut layer) holds
+  // FillPattern's bytes for (tag, offset) over [off, off + len).
+  bool OriginHasPattern(uint64_t off, uint64_t len, uint32_t tag);
   BlockDevice& raw_cache() { return *cache_mem_; }
   MetadataStore& store() { return *store_; }
   PowerCutFs& store_fs() { return *storage_.fs; }

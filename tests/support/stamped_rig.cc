@@ -4,7 +4,7 @@
 #include <string>
 #include <vector>
 
-#include "cachecore/steps.h"
+#include "cachecore/engine/steps.h"
 
 namespace cachecore::testing {
 

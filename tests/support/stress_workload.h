@@ -21,7 +21,7 @@
 #include <utility>
 #include <vector>
 
-#include "cachecore/engine.h"
+#include "cachecore/engine/engine.h"
 #include "expected_state.h"
 
 namespace cachecore::testing {

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "cachecore/steps.h"
+#include "cachecore/engine/steps.h"
 
 namespace cachecore {
 

@@ -39,12 +39,12 @@
 #include <utility>
 #include <vector>
 
-#include "cachecore/dirty_map.h"
-#include "cachecore/eviction_policy.h"
-#include "cachecore/metadata_store.h"
-#include "cachecore/stats.h"
-#include "line_intervals.h"
-#include "thread_annotations.h"
+#include "cachecore/metadata/dirty_map.h"
+#include "cachecore/policy/eviction_policy.h"
+#include "cachecore/metadata/metadata_store.h"
+#include "cachecore/engine/stats.h"
+#include "placement/line_intervals.h"
+#include "base/thread_annotations.h"
 
 namespace cachecore {
 

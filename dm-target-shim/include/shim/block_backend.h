@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "cachecore/status.h"
+#include "cachecore/base/status.h"
 
 namespace shim {
 

@@ -4,7 +4,7 @@
 
 #include <atomic>
 
-#include "cachecore/engine.h"
+#include "cachecore/engine/engine.h"
 #include "shim/block_backend.h"
 
 namespace shim {

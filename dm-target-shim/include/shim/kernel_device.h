@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "cachecore/status.h"
+#include "cachecore/base/status.h"
 
 namespace shim {
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include "cachecore/status.h"
+#include "cachecore/base/status.h"
 
 namespace shim {
 

@@ -1,0 +1,91 @@
+// BlockDevice: the seam between cache-core and the operating system. Every byte
+// the engine moves goes through one of these: libaio on a file or a block
+// device, memory for tests and trace replay, or a fault-injecting wrapper.
+//
+// Contract for every implementation (tests/block_device_contract_test.cc):
+// - offsets and lengths are multiples of 512 and lie within size_bytes();
+//   anything else fails with kInvalidArgument or kOutOfRange and touches nothing;
+// - buffers are aligned to 512 bytes (O_DIRECT needs it; AlignedBuffer gives 4096);
+// - a Flush() makes every write that completed before it durable;
+// - a region that was never written, or was discarded, reads as zeros
+//   (a libaio device reads what the file or disk holds);
+// - all calls are safe from many threads at once.
+#pragma once
+
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "cachecore/base/status.h"
+
+namespace cachecore {
+
+constexpr uint32_t kSectorSize = 512;
+constexpr uint32_t kIoAlignment = 4096;
+
+enum class IoOp { kRead, kWrite, kFlush, kDiscard };
+
+const char* IoOpName(IoOp op);
+
+// One request of a batch. The device fills in `status` when it completes.
+struct IoRequest {
+  IoOp op = IoOp::kRead;
+  uint64_t offset = 0;
+  uint64_t length = 0;
+  void* buffer = nullptr;  // kRead/kWrite only; caller owns it until completion
+  Status status;
+};
+
+class BlockDevice {
+ public:
+  virtual ~BlockDevice() = default;
+
+  virtual uint64_t size_bytes() const = 0;
+  // What identifies the storage behind this device (a path, a device id): the
+  // superblock records it so that a cache is never paired with another origin.
+  virtual std::string identity() const = 0;
+  // Whether kDiscard does anything (nbdkit style: the device says, callers
+  // ask). A device may still find out at the call that it cannot: then the
+  // discard fails with kNotSupported and the data stays.
+  virtual bool supports_discard() const = 0;
+
+  // Submits every request at once (a device may run them in parallel, in any
+  // order) and returns when all have completed. Returns the first failure; each
+  // request's own status tells which failed.
+  virtual Status SubmitAndWait(std::span<IoRequest> requests) = 0;
+
+  Status Read(uint64_t offset, void* buffer, uint64_t length);
+  Status Write(uint64_t offset, const void* buffer, uint64_t length);
+  Status Flush();
+  Status Discard(uint64_t offset, uint64_t length);
+
+ protected:
+  // Shared argument check: alignment and bounds. OK when the request is valid.
+  Status CheckRequest(const IoRequest& request) const;
+};
+
+// A heap buffer aligned for O_DIRECT. Owns its memory; not copyable.
+class AlignedBuffer {
+ public:
+  AlignedBuffer() = default;
+  explicit AlignedBuffer(size_t size);
+  ~AlignedBuffer() { std::free(data_); }
+  AlignedBuffer(AlignedBuffer&& other) noexcept;
+  AlignedBuffer& operator=(AlignedBuffer&& other) noexcept;
+  AlignedBuffer(const AlignedBuffer&) = delete;
+  AlignedBuffer& operator=(const AlignedBuffer&) = delete;
+
+  uint8_t* data() { return data_; }
+  const uint8_t* data() const { return data_; }
+  size_t size() const { return size_; }
+  // Grows (never shrinks) to at least `size`; contents are not kept.
+  void Reserve(size_t size);
+
+ private:
+  uint8_t* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace cachecore

@@ -1,0 +1,169 @@
+// Engine: caches an origin BlockDevice on a cache BlockDevice, with its
+// metadata in a MetadataStore. The engine does not own the devices or the
+// store; they must outlive it.
+//
+// Threads: Read, Write, Discard, Sync, Flush, SetMode and stats() may be
+// called from any number of threads at once. A background thread cleans
+// dirty lines in write-back mode.
+//
+// Durability (the contract of a disk with a volatile write cache):
+// - a Write that completed before a Sync() completed, or a Write with fua,
+//   survives a crash or power cut in every mode;
+// - after a crash each 4 KiB block reads its last synced content or a
+//   later one, never another block's data; a block whose data cannot be
+//   proven by its checksum is read from the origin (clean) or fails with an
+//   I/O error (dirty), never returned wrong.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "cachecore/devices/block_device.h"
+#include "cachecore/engine/cache_mode.h"
+#include "cachecore/metadata/metadata_store.h"
+#include "cachecore/placement/placement.h"
+#include "cachecore/engine/stats.h"
+
+namespace cachecore {
+
+struct EngineConfig {
+  uint32_t line_size = 64 * 1024;        // power of two, 4 KiB .. 1 MiB
+  CacheMode mode = CacheMode::kWriteThrough;
+  uint64_t sequential_cutoff = 1 << 20;  // bytes of a sequential stream before it bypasses; 0: off
+  uint32_t admit_after_misses = 1;       // n-hit filter: allocate on the nth miss of a line
+  uint32_t dirty_high_pct = 60;          // the cleaner starts above this share of dirty lines
+  uint32_t dirty_low_pct = 40;           // ... and stops below this one
+  uint32_t cleaner_batch_lines = 64;     // lines per cleaner pass (sorted, coalesced)
+  uint64_t error_threshold = 128;        // cache-device errors before the failed state
+  bool background_cleaner = true;        // false: lines are cleaned only by Flush and eviction
+  uint32_t promote_after_hits = 1;       // S3-FIFO: hits in the small queue to reach main
+  // Create only: this share (0..90 %) of the cache device's data area is
+  // left unused, and discarded once, so the SSD keeps spare blocks for
+  // writes (over-provisioning). The superblock's line count keeps it.
+  uint32_t overprovision_pct = 0;
+};
+
+// Cleaning progress, for Flush(): dirty lines left and at the start.
+using FlushProgress = std::function<void(uint64_t remaining_lines, uint64_t total_lines)>;
+
+struct EngineDevices {
+  BlockDevice* origin = nullptr;
+  BlockDevice* cache = nullptr;
+  MetadataStore* metadata = nullptr;
+};
+
+// What Engine::Create may format over.
+enum class Replace {
+  kNothing,       // refuse a cache device that holds a cache
+  kCleanCache,    // attach --force: a cache whose data is all on its origin
+  kDamagedCache,  // cachectl rebuild: whatever is there; the caller assessed
+                  // the damage (cachecore/damage.h) and accepted what it found
+};
+
+class Engine {
+ public:
+  // Formats a new cache over `devices`: writes the superblock and a fresh
+  // metadata store. `replace` says what it may format over (kNothing: a
+  // device with a cachectl superblock is refused; kCleanCache: a cache that
+  // may hold dirty data still is). Refuses bad geometry (line size,
+  // a cache too small for one line, an origin not a multiple of 4 KiB).
+  static Result<std::unique_ptr<Engine>> Create(const EngineDevices& devices,
+                                                const EngineConfig& config, Replace replace);
+  // Opens an existing cache, warm. Refuses, writing nothing, when the
+  // superblock and the metadata store disagree, or either disagrees with the
+  // origin; the message says what differs. `config` supplies tunables; the
+  // line size comes from the superblock and the mode from the store.
+  static Result<std::unique_ptr<Engine>> Open(const EngineDevices& devices,
+                                              const EngineConfig& config);
+  // Shuts down cleanly if Shutdown() was not called.
+  ~Engine();
+
+  // Offsets and lengths: multiples of 512 within the origin. Buffers: any
+  // alignment; whole-block requests in 512-aligned buffers move no extra
+  // copy (the devices read and write the caller's memory), others are
+  // staged. After a failed Read the buffer's contents are undefined.
+  Status Read(uint64_t offset, void* buffer, uint64_t length);
+  Status Write(uint64_t offset, const void* buffer, uint64_t length, bool fua = false);
+  // Drops cached copies of the range and passes the discard to the origin
+  // when it supports it. Dirty data in the range is dropped too.
+  Status Discard(uint64_t offset, uint64_t length);
+  // The client's FLUSH: every write completed before the call is durable
+  // when it returns OK.
+  Status Sync();
+  // Cleans every dirty line now (writes them to the origin and makes that
+  // durable). Reports progress; fails if a dirty block cannot be cleaned.
+  Status Flush(const FlushProgress& progress = {});
+  // Switches mode while I/O runs. Leaving write-back cleans first.
+  Status SetMode(CacheMode mode, const FlushProgress& progress = {});
+  CacheMode mode() const;
+  // The tunables in force now (mode, cutoff, cleaner settings, ...).
+  EngineConfig settings() const;
+  // Sequential cutoff in bytes (0: off); takes effect at once, and is saved.
+  Status SetSequentialCutoff(uint64_t bytes);
+  // Cleaner watermarks (percent of lines dirty: it starts above `high` and
+  // stops below `low`) and lines per pass. kInvalidArgument unless
+  // low < high <= 100 and batch >= 1. Takes effect at once, and is saved.
+  Status SetCleaner(uint32_t dirty_high_pct, uint32_t dirty_low_pct, uint32_t batch_lines);
+
+  // Keeps the lines of [offset, offset+length) (rounded out to whole lines)
+  // in the cache: never evicted, filled from the origin in the background
+  // at the placement rate. Saved. kInvalidArgument for an empty range,
+  // kOutOfRange past the volume, kBusy when the pinned lines would pass
+  // kPinLimitPct of the cache (nothing changes then).
+  Status Pin(uint64_t offset, uint64_t length);
+  // Unpins the pinned lines of the range (whole lines, rounded out); they
+  // stay cached and are evicted by policy again. kNotFound when none of
+  // the range is pinned.
+  Status Unpin(uint64_t offset, uint64_t length);
+  PinReport pins() const;
+  // Placement window and rate (see cachecore/placement.h); saved, in force
+  // at once. kInvalidArgument for a rate of 0.
+  Status SetPlacement(const PlacementSettings& settings);
+  PlacementSettings placement() const;
+  // Movement by hour over the last day, and the hottest origin regions.
+  MovementReport movement() const;
+
+  StatsSnapshot stats() const;
+  void ResetStats();
+  uint32_t line_size() const;
+  uint64_t capacity_lines() const;
+  // Bytes of the cache device's data area that hold no line (over-provisioning).
+  uint64_t overprovisioned_bytes() const;
+  const CacheIdentity& identity() const;
+
+  // Test only: compares every line record in the metadata store with the
+  // slot table in RAM (same origin line per slot, no line recorded in two
+  // slots, every cached line recorded, each block's valid and dirty state
+  // and checksum alike) and the table with itself (block counts, free list,
+  // map, dirty index). kCorruption naming the first differences. Not for
+  // use while clients do I/O: it holds every stripe, which pauses the
+  // cleaner and the mover.
+  Status CheckRecordsAgreeForTest() const;
+  // Test only: every clean block whose cached copy passes its checksum (so
+  // would be served from the cache) holds what the origin holds, but in
+  // the 512-byte sectors (numbered from the origin's start) for which
+  // `may_differ` says so: trimmed ones, whose content is unspecified.
+  // Otherwise an eviction changes what the block reads. Reads both
+  // devices; the same terms as above.
+  Status CheckCleanDataForTest(const std::function<bool(uint64_t sector)>& may_differ) const;
+
+  // Syncs, stops the cleaner, records a clean shutdown. Dirty lines stay
+  // (write-back data is safe on the cache device). Idempotent. The caller
+  // stops its I/O first: a request already running when Shutdown is called
+  // may finish after the clean shutdown is recorded, unsynced, and a crash
+  // then would leave its block failing its checksum (later requests are
+  // refused).
+  Status Shutdown();
+  // Flush, then Shutdown, then erase the superblock (the cache device is
+  // released): afterwards the origin alone holds all data.
+  Status Detach(const FlushProgress& progress = {});
+
+  struct Impl;
+
+ private:
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace cachecore

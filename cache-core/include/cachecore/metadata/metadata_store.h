@@ -1,0 +1,124 @@
+// MetadataStore: the cache's metadata in RocksDB. What it holds:
+//   "id"            the CacheIdentity (must match the superblock)
+//   "cfg/<name>"    configuration values (mode, cutoff, ...), as text
+//   "line/<slot>"   one LineRecord per occupied cache line; <slot> is a
+//                   big-endian u64, so an iteration visits slots in order
+// Writes are unsynced by default; Sync() makes everything written so far
+// durable (the engine calls it on FLUSH and FUA). Thread-safe.
+//
+// The first write or sync that fails puts the handle in a failed state:
+// every later write and sync fails at once, with the first error, without
+// reaching RocksDB (whose builds with assertions, Debian's among them,
+// abort the process at a log sync after a failed log write). Reads still
+// work. Reopening the store runs RocksDB's recovery and starts afresh.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "cachecore/base/status.h"
+#include "cachecore/metadata/superblock.h"
+
+namespace rocksdb {
+class DB;
+class Env;
+class WriteBatch;
+}  // namespace rocksdb
+
+namespace cachecore {
+
+// How a crash-recovered block is judged when its data fails its checksum.
+enum class BlockClass : uint8_t {
+  kInvalid = 0,           // not cached
+  kClean = 1,             // origin holds the same data: on mismatch, read the origin
+  kDirty = 2,             // only the cache holds it, flushed: on mismatch, EIO
+  kDirtyFresh = 3,        // dirty, written since the last flush over an origin copy:
+                          // on mismatch the origin holds the last flushed data
+  kDirtyOverwritten = 4,  // dirty, rewritten in place since the last flush over
+                          // flushed dirty data: whatever 4 KiB the cache holds is
+                          // that data or a later write (4 KiB writes are atomic)
+  kCleanFresh = 5,        // clean, filled or updated since the last flush: the
+                          // origin may not hold it durably yet. After a crash a
+                          // block that verifies is written back; one that fails
+                          // is dropped (the origin holds the last flushed data)
+};
+
+struct LineRecord {
+  uint64_t origin_line = 0;
+  std::vector<BlockClass> classes;  // one per 4 KiB block of the line
+  std::vector<uint32_t> crcs;       // CRC32C of each block's data
+};
+
+std::string EncodeLineRecord(const LineRecord& record);
+// kCorruption when the value is truncated or fails its own checksum.
+Result<LineRecord> DecodeLineRecord(const std::string& value);
+
+struct MetadataOptions {
+  bool create_if_missing = false;
+  bool read_only = false;       // open without writing anything (cachectl check)
+  rocksdb::Env* env = nullptr;  // nullptr: the default Env (tests inject faults here)
+};
+
+class MetadataStore {
+ public:
+  // Opens the store in directory `path`. Without create_if_missing a missing
+  // store is kNotFound, with a message naming the path.
+  static Result<std::unique_ptr<MetadataStore>> Open(const std::string& path,
+                                                     const MetadataOptions& options);
+  ~MetadataStore();
+
+  Result<CacheIdentity> GetIdentity();  // kNotFound on a store never initialised
+  Status PutIdentity(const CacheIdentity& identity, bool sync);
+  Result<std::string> GetConfig(const std::string& name);  // kNotFound if unset
+  Status PutConfig(const std::string& name, const std::string& value, bool sync);
+
+  // Line updates collected by the caller and applied as one atomic write.
+  class Batch {
+   public:
+    Batch();
+    ~Batch();
+    void PutLine(uint64_t slot, const LineRecord& record);
+    void DeleteLine(uint64_t slot);
+    bool empty() const;
+    void Clear();
+    rocksdb::WriteBatch* rep() { return rep_.get(); }
+
+   private:
+    std::unique_ptr<rocksdb::WriteBatch> rep_;
+  };
+  Status Apply(Batch& batch, bool sync);
+  // Makes every write so far durable.
+  Status Sync();
+  // The sequence number of the latest write: after Sync() every write up to
+  // it is durable, and a reopened store recovers at least that far.
+  uint64_t LatestSequence() const;
+  // Visits every line record in slot order; stops at the first non-OK return.
+  Status ForEachLine(const std::function<Status(uint64_t slot, const LineRecord&)>& visit);
+  // Removes every line record (a cold start over a fresh store).
+  Status DeleteAllLines();
+
+  // True once a write or sync failed (see above); the first error then.
+  bool failed() const { return failed_.load(std::memory_order_acquire); }
+  Status failure() const;
+
+ private:
+  explicit MetadataStore(rocksdb::DB* db);
+  // Runs a write (shared) or a log sync (exclusive: a sync never runs
+  // beside a write that may fail, nor after one that did) unless the
+  // handle has failed, and fails the handle when it fails.
+  template <typename Op>
+  Status Guarded(bool exclusive, Op op);
+  std::unique_ptr<rocksdb::DB> db_;
+  std::shared_mutex io_mu_;
+  std::atomic<bool> failed_{false};
+  mutable std::mutex failure_mu_;
+  Status failure_;  // under failure_mu_
+};
+
+}  // namespace cachecore

@@ -1,0 +1,472 @@
+// Engine life cycle: create, open (with its identity checks), mode changes,
+// shutdown; and the public entry points, which check their arguments and
+// hand each line segment to engine_io.cc.
+#include "cachecore/engine/engine.h"
+
+#include <bit>
+
+#include "cachecore/engine/steps.h"
+#include "engine/engine_impl.h"
+
+namespace cachecore {
+
+namespace {
+
+constexpr uint32_t kDefaultLineSize = 64 * 1024;
+const char kModeKey[] = "mode";
+const char kCutoffKey[] = "sequential_cutoff";
+const char kDirtyHighKey[] = "dirty_high_pct";
+const char kDirtyLowKey[] = "dirty_low_pct";
+const char kCleanerBatchKey[] = "cleaner_batch_lines";
+
+// Numeric settings saved in the store override the caller's defaults.
+template <typename T>
+void LoadNumber(MetadataStore* store, const char* key, T* value) {
+  if (Result<std::string> v = store->GetConfig(key); v.ok()) {
+    *value = static_cast<T>(std::strtoull(v->c_str(), nullptr, 10));
+  }
+}
+
+Status CheckCleaner(uint32_t high, uint32_t low, uint32_t batch) {
+  if (low < high && high <= 100 && batch >= 1) return Status::Ok();
+  return Status::InvalidArgument("cleaner settings need low < high <= 100 and a batch of at least 1 "
+                                 "(got high " + std::to_string(high) + ", low " + std::to_string(low) +
+                                 ", batch " + std::to_string(batch) + ")");
+}
+
+Status CheckLineSize(uint32_t line_size) {
+  if (!std::has_single_bit(line_size) || line_size < 4096 || line_size > (1u << 20)) {
+    return Status::InvalidArgument("line size " + std::to_string(line_size) +
+                                   " is not a power of two from 4K to 1M");
+  }
+  return Status::Ok();
+}
+
+Status CheckDevices(const EngineDevices& d) {
+  if (!d.origin || !d.cache || !d.metadata) {
+    return Status::InvalidArgument("origin, cache and metadata store are all required");
+  }
+  if (d.origin->identity() == d.cache->identity()) {
+    return Status::InvalidArgument("origin and cache are the same device (" +
+                                   d.origin->identity() + ")");
+  }
+  return Status::Ok();
+}
+
+// Over-provisioning: the area past the last line is given back to the SSD
+// once (a device that cannot discard keeps it unused all the same).
+Status DiscardUnused(BlockDevice* cache, uint64_t from) {
+  Status s = cache->Discard(from, cache->size_bytes() - from);
+  return s.code() == StatusCode::kNotSupported ? Status::Ok() : s;
+}
+
+// Refuses to format over a cache that may hold data the origin lacks.
+Status CheckSafeToFormat(const EngineDevices& d, bool force) {
+  Result<Superblock> old = ReadSuperblock(d.cache);
+  Result<CacheIdentity> stored = d.metadata->GetIdentity();
+  if (old.ok() && !force) {
+    return Status::Busy(d.cache->identity() + " already holds cachectl cache " +
+                        UuidToString(old->identity.uuid) + " (origin " +
+                        old->identity.origin_identity + "); use --force to replace it");
+  }
+  if (old.status().code() == StatusCode::kCorruption && !force) {
+    return Status::Busy(d.cache->identity() + " holds a damaged cachectl superblock (" +
+                        old.status().message() + "); use --force to replace it");
+  }
+  if (old.ok() && force) {
+    // --force may replace a cache whose data is all on its origin; what
+    // else it holds is known only to that cache's own metadata store.
+    bool own_store = stored.ok() && stored->uuid == old->identity.uuid;
+    if (!own_store && (!old->clean_shutdown || old->dirty_at_shutdown)) {
+      return Status::Busy(d.cache->identity() + " holds cache " + UuidToString(old->identity.uuid) +
+                          " of origin " + old->identity.origin_identity + ", which " +
+                          (old->dirty_at_shutdown ? "has dirty data"
+                                                  : "was not shut down cleanly and may have dirty data") +
+                          "; start it and detach it first (--force never drops dirty data)");
+    }
+  }
+  if (stored.ok() && !force) {
+    return Status::Busy("the metadata store already describes cache " +
+                        UuidToString(stored->uuid) + "; use --force to replace it");
+  }
+  uint64_t dirty = 0;
+  Status scan = d.metadata->ForEachLine([&](uint64_t, const LineRecord& r) {
+    for (BlockClass c : r.classes) {
+      dirty += (c == BlockClass::kDirty || c == BlockClass::kDirtyFresh ||
+                c == BlockClass::kDirtyOverwritten) ? 1 : 0;
+    }
+    return Status::Ok();
+  });
+  if (!scan.ok()) return scan;
+  if (dirty > 0) {
+    return Status::Busy("the metadata store records " + std::to_string(dirty) +
+                        " dirty block(s) not yet on the origin; start that cache and flush it "
+                        "first (--force never drops dirty data)");
+  }
+  return Status::Ok();
+}
+
+Status CheckOrigin(const CacheIdentity& id, BlockDevice* origin, uint32_t wanted_line_size) {
+  if (id.origin_size != origin->size_bytes()) {
+    return Status::Mismatch("wrong origin: the cache was made for an origin of " +
+                            std::to_string(id.origin_size) + " bytes, " + origin->identity() +
+                            " has " + std::to_string(origin->size_bytes()));
+  }
+  if (id.origin_identity != origin->identity()) {
+    return Status::Mismatch("wrong origin: the cache belongs to " + id.origin_identity +
+                            ", not to " + origin->identity());
+  }
+  if (wanted_line_size != 0 && wanted_line_size != id.line_size) {
+    return Status::Mismatch("line size: the cache uses " + std::to_string(id.line_size) +
+                            " bytes, " + std::to_string(wanted_line_size) + " was asked for");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Engine::Impl::Impl(const EngineDevices& devices, const EngineConfig& cfg, const CacheIdentity& id)
+    : dev(devices), config(cfg), identity(id), line_size(id.line_size),
+      blocks_per_line(id.line_size / kBlockSize), capacity(static_cast<uint32_t>(id.line_count)),
+      mode(cfg.mode), dirty_high_pct(cfg.dirty_high_pct), dirty_low_pct(cfg.dirty_low_pct),
+      cleaner_batch_lines(cfg.cleaner_batch_lines),
+      admission(cfg.sequential_cutoff, cfg.admit_after_misses),
+      slots(capacity, blocks_per_line, id, cfg.promote_after_hits, stats),
+      pin_limit_lines(uint64_t{capacity} * kPinLimitPct / 100), heat(id.origin_size, id.line_size) {}
+
+Engine::Impl::~Impl() {
+  StopMover();
+  StopCleaner();
+}
+
+Status Engine::Impl::WriteSuperblock(bool clean_shutdown) {
+  Superblock sb;
+  sb.identity = identity;
+  sb.clean_shutdown = clean_shutdown;
+  sb.dirty_at_shutdown = stats.dirty_lines.load() > 0;
+  AlignedBuffer buf(kSuperblockSize);
+  EncodeSuperblock(sb, buf.data());
+  CACHECORE_RETURN_IF_ERROR(dev.cache->Write(0, buf.data(), kSuperblockSize));
+  return dev.cache->Flush();
+}
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Engine::~Engine() { (void)Shutdown(); }
+
+Result<std::unique_ptr<Engine>> Engine::Create(const EngineDevices& d, const EngineConfig& config,
+                                               Replace replace) {
+  CACHECORE_RETURN_IF_ERROR(CheckDevices(d));
+  EngineConfig cfg = config;
+  if (cfg.line_size == 0) cfg.line_size = kDefaultLineSize;
+  CACHECORE_RETURN_IF_ERROR(CheckLineSize(cfg.line_size));
+  CACHECORE_RETURN_IF_ERROR(CheckCleaner(cfg.dirty_high_pct, cfg.dirty_low_pct, cfg.cleaner_batch_lines));
+  if (d.origin->size_bytes() % kBlockSize != 0) {
+    return Status::InvalidArgument("origin size " + std::to_string(d.origin->size_bytes()) +
+                                   " is not a multiple of 4 KiB");
+  }
+  uint64_t need = kDataOffset + 2ull * cfg.line_size;
+  if (d.cache->size_bytes() < need) {
+    return Status::InvalidArgument("cache device is too small: " +
+                                   std::to_string(d.cache->size_bytes()) + " bytes, at least " +
+                                   std::to_string(need) + " needed for this line size");
+  }
+  if (replace != Replace::kDamagedCache) {
+    CACHECORE_RETURN_IF_ERROR(CheckSafeToFormat(d, replace == Replace::kCleanCache));
+  }
+
+  CacheIdentity id;
+  id.uuid = NewRandomUuid();
+  id.origin_size = d.origin->size_bytes();
+  id.origin_identity = d.origin->identity();
+  id.line_size = cfg.line_size;
+  if (cfg.overprovision_pct > 90) {
+    return Status::InvalidArgument("over-provisioning of " + std::to_string(cfg.overprovision_pct) +
+                                   " % leaves too little for a cache (at most 90 %)");
+  }
+  const uint64_t all_lines = (d.cache->size_bytes() - kDataOffset) / cfg.line_size;
+  id.line_count = std::min<uint64_t>(all_lines * (100 - cfg.overprovision_pct) / 100, UINT32_MAX - 1);
+  if (id.line_count < 2) {
+    return Status::InvalidArgument("with " + std::to_string(cfg.overprovision_pct) +
+                                   " % over-provisioning the cache device holds fewer than two lines");
+  }
+  if (cfg.overprovision_pct > 0) {
+    CACHECORE_RETURN_IF_ERROR(DiscardUnused(d.cache, kDataOffset + id.line_count * cfg.line_size));
+  }
+  // Metadata first, superblock last: a crash in between leaves a pair that
+  // refuses to start (they disagree) rather than one that starts wrong.
+  CACHECORE_RETURN_IF_ERROR(d.metadata->DeleteAllLines());
+  CACHECORE_RETURN_IF_ERROR(d.metadata->PutConfig(kModeKey, CacheModeName(cfg.mode), false));
+  CACHECORE_RETURN_IF_ERROR(
+      d.metadata->PutConfig(kCutoffKey, std::to_string(cfg.sequential_cutoff), false));
+  for (auto [key, value] : {std::pair{kDirtyHighKey, cfg.dirty_high_pct},
+                            std::pair{kDirtyLowKey, cfg.dirty_low_pct},
+                            std::pair{kCleanerBatchKey, cfg.cleaner_batch_lines}}) {
+    CACHECORE_RETURN_IF_ERROR(d.metadata->PutConfig(key, std::to_string(value), false));
+  }
+  CACHECORE_RETURN_IF_ERROR(Impl::ResetPlacement(d.metadata));
+  CACHECORE_RETURN_IF_ERROR(d.metadata->PutIdentity(id, true));
+  ReachedStep("attach-1-store-formatted");
+  auto impl = std::make_unique<Impl>(d, cfg, id);
+  CACHECORE_RETURN_IF_ERROR(impl->PersistDirtyMap(Impl::MapWrite::kAll));  // all clean
+  impl->WriteSyncMark(d.metadata->LatestSequence());  // the identity, synced above
+  CACHECORE_RETURN_IF_ERROR(impl->WriteSuperblock(false));
+  ReachedStep("attach-2-superblock-written");
+  impl->StartCleaner();
+  impl->StartMover();
+  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+}
+
+Result<std::unique_ptr<Engine>> Engine::Open(const EngineDevices& d, const EngineConfig& config) {
+  CACHECORE_RETURN_IF_ERROR(CheckDevices(d));
+  Result<Superblock> sb = ReadSuperblock(d.cache);
+  if (!sb.ok()) {
+    return Status(sb.status().code() == StatusCode::kNotFound
+                      ? Status::NotFound(d.cache->identity() + " holds no cachectl cache")
+                      : Status::Corruption(d.cache->identity() + ": " + sb.status().message()));
+  }
+  Result<CacheIdentity> stored = d.metadata->GetIdentity();
+  if (!stored.ok()) {
+    return Status::Mismatch("the metadata store holds no cache, but " + d.cache->identity() +
+                            " holds cache " + UuidToString(sb->identity.uuid));
+  }
+  std::string diff = DescribeIdentityDifference(sb->identity, stored.value(), "the superblock",
+                                                "the metadata store");
+  if (!diff.empty()) {
+    return Status::Mismatch("the cache device and the metadata store belong to different caches: " +
+                            diff);
+  }
+  CACHECORE_RETURN_IF_ERROR(CheckOrigin(sb->identity, d.origin, config.line_size));
+  CACHECORE_RETURN_IF_ERROR(CheckSyncMark(d.cache, sb->identity.uuid, d.metadata->LatestSequence()));
+  if (kDataOffset + sb->identity.line_count * sb->identity.line_size > d.cache->size_bytes()) {
+    return Status::Mismatch("the cache device is smaller than its superblock says");
+  }
+  EngineConfig cfg = config;
+  cfg.line_size = sb->identity.line_size;
+  if (Result<std::string> m = d.metadata->GetConfig(kModeKey); m.ok()) {
+    Result<CacheMode> parsed = ParseCacheMode(m.value());
+    if (parsed.ok()) cfg.mode = parsed.value();
+  }
+  LoadNumber(d.metadata, kCutoffKey, &cfg.sequential_cutoff);
+  LoadNumber(d.metadata, kDirtyHighKey, &cfg.dirty_high_pct);
+  LoadNumber(d.metadata, kDirtyLowKey, &cfg.dirty_low_pct);
+  LoadNumber(d.metadata, kCleanerBatchKey, &cfg.cleaner_batch_lines);
+  if (!CheckCleaner(cfg.dirty_high_pct, cfg.dirty_low_pct, cfg.cleaner_batch_lines).ok()) {
+    cfg.dirty_high_pct = EngineConfig{}.dirty_high_pct;  // a damaged setting: the defaults
+    cfg.dirty_low_pct = EngineConfig{}.dirty_low_pct;
+    cfg.cleaner_batch_lines = EngineConfig{}.cleaner_batch_lines;
+  }
+  auto impl = std::make_unique<Impl>(d, cfg, sb->identity);
+  impl->LoadPlacement();  // before the lines: pinned ones stay out of the policy
+  std::vector<uint32_t> changed;
+  CACHECORE_RETURN_IF_ERROR(impl->LoadLines(sb->clean_shutdown, &changed));
+  // Everything checked: from here on the engine writes.
+  CACHECORE_RETURN_IF_ERROR(impl->WriteSuperblock(false));
+  CACHECORE_RETURN_IF_ERROR(impl->PersistDirtyMap(Impl::MapWrite::kAll));  // what the records say, exactly
+  CACHECORE_RETURN_IF_ERROR(impl->RewriteRecords(changed));
+  impl->StartCleaner();
+  impl->StartMover();
+  return std::unique_ptr<Engine>(new Engine(std::move(impl)));
+}
+
+namespace {
+Status CheckRange(const Engine::Impl& impl, uint64_t offset, uint64_t length) {
+  if (impl.shut_down.load()) return Status::Busy("the cache is shut down");
+  if (length == 0 || offset % kSectorSize != 0 || length % kSectorSize != 0) {
+    return Status::InvalidArgument("offset and length must be non-zero multiples of 512");
+  }
+  if (offset > impl.identity.origin_size || length > impl.identity.origin_size - offset) {
+    return Status::OutOfRange("request ends beyond the volume (" +
+                              std::to_string(impl.identity.origin_size) + " bytes)");
+  }
+  return Status::Ok();
+}
+
+// After a metadata write or sync failed, nothing that changes what the
+// cache holds or promises is accepted (its records could not say so); reads
+// go on. A restart reopens the store.
+Status RefuseIfMetadataFailed(const Engine::Impl& impl) {
+  return impl.dev.metadata->failed() ? impl.dev.metadata->failure() : Status::Ok();
+}
+
+// Hit and miss counters of one direction (reads or writes).
+struct DirectionCounters {
+  std::atomic<uint64_t>& hits;
+  std::atomic<uint64_t>& misses;
+  std::atomic<uint64_t>& full;
+  std::atomic<uint64_t>& partial;
+  std::atomic<uint64_t>& miss_requests;
+};
+
+// Whether a request is part of a sequential stream past the cutoff (the
+// stream detector sees every request). What does not bypass is heat for
+// placement; a stream past the cutoff is no candidate for it either.
+bool Bypass(Engine::Impl& impl, uint64_t offset, uint64_t length) {
+  bool bypass = impl.admission.SequentialBypass(offset, length);
+  if (bypass) LiveStats::Bump(impl.stats.bypassed);
+  else impl.heat.Record(offset, length);
+  return bypass;
+}
+
+void CountOutcome(const Engine::Impl::Tally& tally, const DirectionCounters& counters) {
+  LiveStats::Bump(counters.hits, tally.hits);
+  LiveStats::Bump(counters.misses, tally.misses);
+  LiveStats::Bump(tally.misses == 0 ? counters.full
+                  : tally.hits == 0 ? counters.miss_requests : counters.partial);
+}
+}  // namespace
+
+Status Engine::Read(uint64_t offset, void* buffer, uint64_t length) {
+  CACHECORE_RETURN_IF_ERROR(CheckRange(*impl_, offset, length));
+  LiveStats& st = impl_->stats;
+  auto* out = static_cast<uint8_t*>(buffer);
+  const bool bypass = Bypass(*impl_, offset, length);
+  Impl::Tally tally;
+  Status s = Status::Ok();
+  if (!impl_->ReadBatch(offset, out, length, bypass, tally, s)) {
+    s = ForEachSegment(offset, length, impl_->line_size, [&](const Segment& seg, uint64_t at) {
+      return impl_->ReadSegment(seg, out + at, bypass, tally);
+    });
+  }
+  CountOutcome(tally, {st.read_hits, st.read_misses, st.read_full, st.read_partial, st.read_miss_req});
+  return s;
+}
+
+Status Engine::Write(uint64_t offset, const void* buffer, uint64_t length, bool fua) {
+  CACHECORE_RETURN_IF_ERROR(CheckRange(*impl_, offset, length));
+  CACHECORE_RETURN_IF_ERROR(RefuseIfMetadataFailed(*impl_));
+  LiveStats& st = impl_->stats;
+  const auto* in = static_cast<const uint8_t*>(buffer);
+  const bool bypass = Bypass(*impl_, offset, length);
+  Impl::Tally tally;
+  Status s = Status::Ok();
+  if (!impl_->WriteBackBatch(offset, in, length, bypass, tally, s)) {
+    s = ForEachSegment(offset, length, impl_->line_size, [&](const Segment& seg, uint64_t at) {
+      return impl_->WriteSegment(seg, in + at, bypass, tally);
+    });
+  }
+  CountOutcome(tally, {st.write_hits, st.write_misses, st.write_full, st.write_partial, st.write_miss_req});
+  if (s.ok() && fua) s = impl_->SyncAll();
+  return s;
+}
+
+Status Engine::Discard(uint64_t offset, uint64_t length) {
+  CACHECORE_RETURN_IF_ERROR(CheckRange(*impl_, offset, length));
+  CACHECORE_RETURN_IF_ERROR(RefuseIfMetadataFailed(*impl_));
+  CACHECORE_RETURN_IF_ERROR(ForEachSegment(offset, length, impl_->line_size,
+      [&](const Segment& seg, uint64_t) { return impl_->DiscardSegment(seg); }));
+  if (!impl_->dev.origin->supports_discard()) return Status::Ok();
+  // The dropped lines' records must be gone for good before the origin
+  // changes under them (see AnnounceOverwrite).
+  CACHECORE_RETURN_IF_ERROR(impl_->SyncMetadata());
+  impl_->slots.WaitWhileCleaning(offset / impl_->line_size, (offset + length - 1) / impl_->line_size);
+  Status s = impl_->dev.origin->Discard(offset, length);
+  if (s.code() == StatusCode::kNotSupported) return Status::Ok();  // a hint the origin may ignore
+  if (!s.ok()) LiveStats::Bump(impl_->stats.origin_write_err);
+  return s;
+}
+
+Status Engine::Sync() {
+  if (impl_->shut_down.load()) return Status::Busy("the cache is shut down");
+  CACHECORE_RETURN_IF_ERROR(RefuseIfMetadataFailed(*impl_));
+  return impl_->SyncAll();
+}
+
+Status Engine::Flush(const FlushProgress& progress) {
+  MutexLock lock(impl_->manage_mu);
+  if (impl_->shut_down.load()) return Status::Busy("the cache is shut down");
+  CACHECORE_RETURN_IF_ERROR(RefuseIfMetadataFailed(*impl_));
+  return impl_->FlushAll(progress);
+}
+
+Status Engine::SetMode(CacheMode mode, const FlushProgress& progress) {
+  MutexLock lock(impl_->manage_mu);
+  if (impl_->shut_down.load()) return Status::Busy("the cache is shut down");
+  CACHECORE_RETURN_IF_ERROR(RefuseIfMetadataFailed(*impl_));
+  CacheMode old = impl_->mode.load();
+  if (old == CacheMode::kWriteBack && mode != CacheMode::kWriteBack) {
+    // New writes stop making dirty data while the old dirty data is cleaned.
+    impl_->mode.store(CacheMode::kWriteThrough);
+    Status s = impl_->FlushAll(progress);
+    if (!s.ok()) {
+      impl_->mode.store(CacheMode::kWriteBack);
+      return s;
+    }
+    ReachedStep("mode-1-cleaned");
+  }
+  impl_->mode.store(mode);
+  CACHECORE_RETURN_IF_ERROR(impl_->dev.metadata->PutConfig(kModeKey, CacheModeName(mode), true));
+  ReachedStep("mode-2-saved");
+  return Status::Ok();
+}
+
+CacheMode Engine::mode() const { return impl_->mode.load(); }
+
+EngineConfig Engine::settings() const {
+  EngineConfig c = impl_->config;
+  c.line_size = impl_->line_size;
+  c.mode = impl_->mode.load();
+  c.sequential_cutoff = impl_->admission.sequential_cutoff();
+  c.dirty_high_pct = impl_->dirty_high_pct.load();
+  c.dirty_low_pct = impl_->dirty_low_pct.load();
+  c.cleaner_batch_lines = impl_->cleaner_batch_lines.load();
+  return c;
+}
+
+Status Engine::SetCleaner(uint32_t high, uint32_t low, uint32_t batch) {
+  CACHECORE_RETURN_IF_ERROR(CheckCleaner(high, low, batch));
+  impl_->dirty_high_pct.store(high);
+  impl_->dirty_low_pct.store(low);
+  impl_->cleaner_batch_lines.store(batch);
+  impl_->cleaner_cv.notify_all();
+  MetadataStore* m = impl_->dev.metadata;
+  CACHECORE_RETURN_IF_ERROR(m->PutConfig(kDirtyHighKey, std::to_string(high), false));
+  CACHECORE_RETURN_IF_ERROR(m->PutConfig(kDirtyLowKey, std::to_string(low), false));
+  return m->PutConfig(kCleanerBatchKey, std::to_string(batch), true);
+}
+
+Status Engine::SetSequentialCutoff(uint64_t bytes) {
+  impl_->admission.set_sequential_cutoff(bytes);
+  return impl_->dev.metadata->PutConfig(kCutoffKey, std::to_string(bytes), true);
+}
+
+StatsSnapshot Engine::stats() const {
+  StatsSnapshot s = impl_->stats.Snapshot(impl_->capacity, impl_->failed.load());
+  s.metadata_failed = impl_->dev.metadata->failed();
+  return s;
+}
+void Engine::ResetStats() { impl_->stats.ResetCounters(); }
+uint32_t Engine::line_size() const { return impl_->line_size; }
+uint64_t Engine::capacity_lines() const { return impl_->capacity; }
+
+uint64_t Engine::overprovisioned_bytes() const {
+  return impl_->dev.cache->size_bytes() - kDataOffset - uint64_t{impl_->capacity} * impl_->line_size;
+}
+const CacheIdentity& Engine::identity() const { return impl_->identity; }
+
+Status Engine::Shutdown() {
+  MutexLock lock(impl_->manage_mu);
+  if (impl_->shut_down.load()) return Status::Ok();
+  impl_->StopMover();
+  impl_->StopCleaner();
+  Status s = impl_->SyncAll();
+  // Refuse new I/O from here on; a failed sync leaves the flag unclean, so
+  // the next start proves what it finds.
+  impl_->shut_down.store(true);
+  if (!s.ok()) return s;  // SyncAll wrote the dirty-region map's changed pages
+  return impl_->WriteSuperblock(true);
+}
+
+Status Engine::Detach(const FlushProgress& progress) {
+  CACHECORE_RETURN_IF_ERROR(Flush(progress));
+  ReachedStep("detach-1-flushed");
+  CACHECORE_RETURN_IF_ERROR(Shutdown());
+  ReachedStep("detach-2-shut-down");
+  // Release: the cache device no longer claims to be a cache, so it can be
+  // reused without --force. Everything is on the origin now.
+  CACHECORE_RETURN_IF_ERROR(EraseSuperblock(impl_->dev.cache));
+  ReachedStep("detach-3-superblock-erased");
+  return Status::Ok();
+}
+
+}  // namespace cachecore

@@ -1,0 +1,278 @@
+// Engine internals shared by engine*.cc. Not a public header.
+//
+// Locking, from outside in:
+// - stripes[i]: a "cell" for every origin line hashing to i, held across the
+//   I/O of one line segment (like dm's bio prison). A thread blocks on a
+//   stripe only while it holds no other stripe; it may try_lock more.
+// - the slot table's mutex (engine/slot_table.h): what is shared between
+//   lines. Never held across I/O, never blocked on while holding it.
+// Per-block state of a slot is guarded by the stripe of the line in it.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <thread>
+#include <vector>
+
+#include "policy/admission.h"
+#include "engine/slot_table.h"
+#include "cachecore/engine/engine.h"
+#include "placement/heat_map.h"
+#include "placement/line_intervals.h"
+#include "placement/movement_log.h"
+#include "base/thread_annotations.h"
+
+namespace cachecore {
+
+constexpr uint32_t kBlockSize = 4096;
+constexpr size_t kStripes = 1024;
+
+// One line's share of a request: origin line, byte range within the line.
+struct Segment {
+  uint64_t line;
+  uint32_t begin;  // byte offset in the line
+  uint32_t end;    // exclusive
+  uint32_t first_block() const { return begin / kBlockSize; }
+  uint32_t end_block() const { return (end + kBlockSize - 1) / kBlockSize; }
+  bool block_aligned() const { return begin % kBlockSize == 0 && end % kBlockSize == 0; }
+};
+
+struct LineBatch;  // engine_batch.cc
+struct CleanJob;   // engine_cleaner.cc
+struct MoverState;  // engine_mover.cc
+
+struct Engine::Impl {
+  Impl(const EngineDevices& devices, const EngineConfig& config, const CacheIdentity& identity);
+  ~Impl();
+
+  // ---- geometry
+  uint64_t SlotOffset(uint32_t slot, uint32_t block) const {
+    return kDataOffset + static_cast<uint64_t>(slot) * line_size + uint64_t{block} * kBlockSize;
+  }
+  uint64_t OriginOffset(uint64_t line, uint32_t block) const {
+    return line * line_size + uint64_t{block} * kBlockSize;
+  }
+  // Origin lines, the last one maybe cut short by the origin's end.
+  uint64_t OriginLines() const { return (identity.origin_size + line_size - 1) / line_size; }
+  std::mutex& StripeOf(uint64_t line) { return stripes[StripeIndex(line)]; }
+  static size_t StripeIndex(uint64_t line) { return (line * 0x9E3779B97F4A7C15ull >> 32) % kStripes; }
+  CacheMode EffectiveMode() const {
+    return failed.load() ? CacheMode::kPassThrough : mode.load();
+  }
+
+  // ---- slots (engine_lines.cc; the state is the slot table's)
+  // A slot for `line` (caller holds its stripe). Evicts (cleaning first if
+  // needed) when the cache is full. Nothing when every candidate is busy.
+  std::optional<uint32_t> Allocate(uint64_t line);
+  // The same for a caller that holds the stripes `held` (sorted): a victim
+  // in them needs no lock, and the lines of `keep` are never victims.
+  std::optional<uint32_t> Allocate(uint64_t line, std::span<const size_t> held,
+                                   std::span<const Segment> keep);
+  // Applies `batch` to the store (synced with `sync`), then frees the slots
+  // it emptied. Counts a failure.
+  Status Commit(RecordBatch& batch, bool sync);
+  // Puts the slot's record as RAM has it (synced with `sync`). Counts a failure.
+  Status PutRecord(uint32_t slot, bool sync);
+  void CountCacheError(std::atomic<uint64_t>& counter);
+
+  // ---- I/O (engine_io.cc)
+  struct Tally {
+    uint64_t hits = 0, misses = 0;
+  };
+  Status ReadSegment(const Segment& seg, uint8_t* out, bool bypass, Tally& tally);
+  Status WriteSegment(const Segment& seg, const uint8_t* in, bool bypass, Tally& tally);
+  // ---- requests over several lines as batches (engine_batch.cc)
+  // Whole blocks, memory fit for direct I/O, more than one line.
+  bool Batchable(uint64_t offset, const void* buffer, uint64_t length) const;
+  // A read over several lines: cached runs in one batch of cache reads,
+  // missing runs in one of origin reads, then promoted in one batch. False,
+  // with nothing counted or changed, when it does not apply or a cached
+  // block cannot be read or proven: the caller then reads line by line,
+  // which repairs and reports. Otherwise `result` is the read's outcome.
+  bool ReadBatch(uint64_t offset, uint8_t* out, uint64_t length, bool bypass, Tally& tally,
+                 Status& result);
+  // A write-back write over several lines: data in one batch of cache
+  // writes, then the records in one metadata batch. False when it does not
+  // apply (the caller writes line by line); otherwise `result` is the
+  // request's outcome.
+  bool WriteBackBatch(uint64_t offset, const uint8_t* in, uint64_t length, bool bypass,
+                      Tally& tally, Status& result);
+  void HoldLines(uint64_t offset, uint64_t length, LineBatch& batch);
+  void ReleaseLines(const LineBatch& batch);
+  // Counts the batch's cached and missing blocks into `tally` and tells the
+  // policy of a hit on each cached line. Returns the cached blocks.
+  uint64_t NoteHits(const LineBatch& batch, Tally& tally);
+  std::optional<uint32_t> AllocateInBatch(LineBatch& batch, size_t segment);
+  void PromoteBatch(const uint8_t* data, LineBatch& batch);
+  bool FlushBeforeAnnouncing(const LineBatch& batch, uint64_t epoch);
+  // The cache device failed a write-back write of flush epoch `epoch`: the
+  // data goes to the origin, durably, and the blocks leave the cache.
+  Status CacheWriteFailed(const Segment& seg, uint32_t slot, const uint8_t* data, uint64_t epoch);
+  Status DiscardSegment(const Segment& seg);
+  Status WriteBackSegment(const Segment& seg, std::optional<uint32_t> slot, uint8_t* window);
+  Status ThroughSegment(const Segment& seg, std::optional<uint32_t> slot, uint8_t* window,
+                        CacheMode mode, bool allocate);
+  // Writes blocks [b0,b1) of `window` into the slot as clean, current data.
+  void UpdateCachedBlocks(uint32_t slot, uint32_t b0, uint32_t b1, const uint8_t* window,
+                          bool only_valid);
+  // Reads blocks [b0,b1) of a cached line into `window` and verifies each;
+  // a clean block that fails comes from the origin (and is repaired).
+  Status ReadCachedBlocks(uint64_t line, uint32_t slot, uint32_t b0, uint32_t b1, uint8_t* window);
+  // Fills the partial edge blocks of `seg` in `window` from cache or origin.
+  Status FillEdges(const Segment& seg, std::optional<uint32_t> slot, uint8_t* window);
+  Status SyncAll();
+  // SyncAll's first step, also taken alone (before the cleaner writes
+  // blocks over clean data, before an announcement that promises data):
+  // the dirty-region map's changed pages, then the cache device's flush
+  // (errors counted). Blocks do not become stable by it.
+  Status FlushCacheSide();
+  // Syncs the store; evictions listed before it are durable afterwards.
+  Status SyncMetadata();
+  // Before the origin copy of a line changes: syncs the store when one of
+  // `lines` was evicted since the last sync (its old record may still say
+  // clean on disk). Every writer of the origin calls it (rule 2).
+  Status SyncIfRecentlyEvicted(uint64_t line) { return SyncIfRecentlyEvicted({&line, 1}); }
+  Status SyncIfRecentlyEvicted(std::span<const uint64_t> lines);
+  // Records on the cache device that the store is durable up to `sequence`
+  // (no flush: the next cache flush carries it). Only ever moves forward.
+  void WriteSyncMark(uint64_t sequence);
+  // Before blocks are rewritten in place (or their origin copy written) in
+  // flush epoch `epoch`: announces what a sync may promise of them (see
+  // below and SlotTable::MarkOverwrite).
+  Status AnnounceOverwrite(uint32_t slot, uint32_t b0, uint32_t b1, bool origin_write,
+                           uint64_t epoch);
+  // Writes the dirty-region map's changed pages (every page with kAll);
+  // with `flush`, flushes the cache device too. SyncAll writes them without
+  // a flush of their own: its cache flush carries them.
+  enum class MapWrite { kChanged, kAll };
+  Status PersistDirtyMap(MapWrite what, bool flush = true);
+
+  // ---- cleaning (engine_cleaner.cc)
+  // Writes the dirty blocks of `slots` (their stripes held by the caller)
+  // to the origin, makes that durable, then marks them clean, durably.
+  Status CleanSlots(const std::vector<uint32_t>& dirty_slots);
+  // Its steps, which CleanLines runs with the stripes released for the
+  // middle one.
+  void ReadDirty(const std::vector<uint32_t>& dirty_slots, CleanJob& job);
+  Status WriteClean(CleanJob& job);
+  Status SyncBeforeCleaning(CleanJob& job);
+  Status MarkCleaned(const CleanJob& job, const std::function<bool(uint64_t)>& stripe_held);
+  // One pass over up to `max_lines` dirty lines in origin order. Returns
+  // how many lines it cleaned.
+  Result<uint64_t> CleanPass(uint64_t max_lines);
+  // Cleans those of `lines` that are dirty; lines whose stripe is busy (or
+  // all of them, after an error) are appended to `busy` when given.
+  Result<uint64_t> CleanLines(const std::vector<uint64_t>& lines, std::vector<uint64_t>* busy);
+  Status FlushAll(const FlushProgress& progress);
+  void CleanerLoop();
+  void StartCleaner();
+  void StopCleaner();
+
+  // ---- recovery (engine_recovery.cc)
+  // Fills the slot table from the store (reads only). Slots whose records
+  // no longer say what RAM does are listed in `changed_slots`.
+  Status LoadLines(bool clean_shutdown, std::vector<uint32_t>* changed_slots);
+  Status RewriteRecords(const std::vector<uint32_t>& changed);
+  Status WriteSuperblock(bool clean_shutdown);
+
+  // ---- pinning and scheduled placement (engine_placement.cc, engine_mover.cc)
+  // Pinned lines stay out of the eviction policy (so never victims); a line
+  // enters the policy when it is allocated or unpinned, unless pinned.
+  void LoadPlacement();  // pins, window, rate, heat, movement from the store
+  // A new cache: no pins, placement off, no history (the store may have
+  // held another cache's).
+  static Status ResetPlacement(MetadataStore* store);
+  void SavePlacementHistory(bool sync);  // heat and movement
+  // Pin and Unpin: checks the byte range, lets `edit` change a copy of the
+  // pins for its lines [first, end) (it may refuse), saves the copy, puts it
+  // in force and moves the cached lines of the intervals `edit` returns out
+  // of the policy (pinning) or back into it.
+  using PinEdit = std::function<Result<std::vector<LineIntervals::Interval>>(
+      LineIntervals& next, uint64_t first, uint64_t end)>;
+  Status ChangePins(uint64_t offset, uint64_t length, const PinEdit& edit, bool pinning);
+  // Bytes [first, end) lines cover on the origin (the last may be short).
+  uint64_t LinesBytes(uint64_t first, uint64_t end) const;
+  MovementTotals MovementNow() const;
+  void StartMover();
+  void StopMover();
+  void MoverLoop();
+  // Brings every block of `line` into the cache, reading what is missing
+  // from the origin. Returns the bytes read (0: nothing missing, or it
+  // could not: no slot, an I/O error, pass-through).
+  uint64_t FillLine(uint64_t line, uint8_t* buffer);
+  // One tick of the mover's work within `budget` bytes; returns bytes moved.
+  uint64_t FillPins(MoverState& state, uint64_t budget);
+  uint64_t PlaceByHeat(MoverState& state, uint64_t budget);
+  void RankRegions(MoverState& state);
+  // Evicts one clean (cleaned if need be) cached line outside the hot
+  // regions, for a promotion. False when there is none.
+  bool DemoteColdLine(MoverState& state);
+  // Inside the window: cleans dirty lines (all of them, over time) within
+  // `budget` bytes, unless the background cleaner is off. Returns bytes.
+  uint64_t CleanInWindow(uint64_t budget);
+  bool InPlacementWindow(int64_t now) const;
+
+  EngineDevices dev;
+  EngineConfig config;
+  CacheIdentity identity;
+  uint32_t line_size;
+  uint32_t blocks_per_line;
+  uint32_t capacity;
+
+  Mutex dirty_map_io;  // one map write at a time
+  std::atomic<uint64_t> sync_mark_written{0};
+
+  std::array<std::mutex, kStripes> stripes;
+
+  std::atomic<CacheMode> mode;
+  // Cleaner settings, changeable while running (Engine::SetCleaner).
+  std::atomic<uint32_t> dirty_high_pct, dirty_low_pct, cleaner_batch_lines;
+  std::atomic<bool> failed{false};
+  std::atomic<uint64_t> cache_errors{0};
+  LiveStats stats;
+  Admission admission;
+  SlotTable slots;  // after stats, which it counts into
+
+  Mutex manage_mu;  // one Flush / SetMode / Shutdown at a time
+  Mutex cleaner_mu;
+  std::condition_variable cleaner_cv;
+  bool cleaner_stop GUARDED_BY(cleaner_mu) = false;
+  std::thread cleaner;
+  std::atomic<bool> shut_down{false};
+
+  // Pinning and placement.
+  uint64_t pin_limit_lines;
+  Mutex pin_mu;                           // one Pin / Unpin at a time
+  std::atomic<bool> pins_changed{false};  // the filler starts over
+  HeatMap heat;
+  mutable Mutex placement_mu;
+  PlacementSettings placement GUARDED_BY(placement_mu);
+  MovementLog movement GUARDED_BY(placement_mu);
+  std::atomic<uint64_t> pin_fills{0}, placement_promotions{0}, placement_demotions{0};
+  Mutex mover_mu;
+  std::condition_variable mover_cv;
+  bool mover_stop GUARDED_BY(mover_mu) = false;
+  std::thread mover;
+};
+
+// Runs fn(segment, byte offset in the request) for each line the range touches.
+template <typename Fn>
+Status ForEachSegment(uint64_t offset, uint64_t length, uint32_t line_size, Fn fn) {
+  uint64_t done = 0;
+  while (done < length) {
+    uint64_t pos = offset + done;
+    uint32_t begin = static_cast<uint32_t>(pos % line_size);
+    uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(length - done, line_size - begin));
+    Segment seg{pos / line_size, begin, begin + n};
+    CACHECORE_RETURN_IF_ERROR(fn(seg, done));
+    done += n;
+  }
+  return Status::Ok();
+}
+
+}  // namespace cachecore

@@ -1,0 +1,88 @@
+// Slots as the engine's paths use them: allocation with the stripes of the
+// victims, and records going to the store. The state is the slot table's
+// (engine/slot_table.h).
+#include <algorithm>
+
+#include "engine/engine_impl.h"
+
+namespace cachecore {
+
+namespace {
+
+// Victims for one allocation: a victim line's stripe is one the caller
+// holds already, or one nobody holds (taken here without waiting).
+class StripeVictims : public VictimHandler {
+ public:
+  StripeVictims(Engine::Impl& im, std::span<const size_t> held, std::span<const Segment> keep)
+      : im_(im), held_(held), keep_(keep) {}
+  ~StripeVictims() override { ReleaseClaim(); }
+
+  bool Claim(uint64_t line) override {
+    for (const Segment& k : keep_) {
+      if (k.line == line) return false;  // the caller is working on it
+    }
+    const size_t stripe = Engine::Impl::StripeIndex(line);
+    if (std::binary_search(held_.begin(), held_.end(), stripe)) return true;  // held already
+    if (!im_.stripes[stripe].try_lock()) return false;
+    taken_ = &im_.stripes[stripe];
+    return true;
+  }
+  Status Clean(uint32_t slot) override { return im_.CleanSlots({slot}); }
+  void ApplyDelete(MetadataStore::Batch& batch) override {
+    if (!im_.dev.metadata->Apply(batch, false).ok()) LiveStats::Bump(im_.stats.metadata_err);
+  }
+  void ReleaseClaim() override {
+    if (taken_) taken_->unlock();
+    taken_ = nullptr;
+  }
+
+ private:
+  Engine::Impl& im_;
+  std::span<const size_t> held_;
+  std::span<const Segment> keep_;
+  std::mutex* taken_ = nullptr;
+};
+
+}  // namespace
+
+Status Engine::Impl::Commit(RecordBatch& batch, bool sync) {
+  Status s = dev.metadata->Apply(batch.records, sync);
+  if (!s.ok()) LiveStats::Bump(stats.metadata_err);
+  // Freed even when the delete failed: the next record for the slot
+  // replaces the old one all the same.
+  slots.FreeEmptied(batch);
+  return s;
+}
+
+std::optional<uint32_t> Engine::Impl::Allocate(uint64_t line) {
+  const size_t my_stripe = StripeIndex(line);
+  return Allocate(line, {&my_stripe, 1}, {});
+}
+
+std::optional<uint32_t> Engine::Impl::Allocate(uint64_t line, std::span<const size_t> held,
+                                               std::span<const Segment> keep) {
+  StripeVictims victims(*this, held, keep);
+  bool sync_due = false;
+  std::optional<uint32_t> slot = slots.Allocate(line, victims, sync_due);
+  if (sync_due) (void)SyncMetadata();  // bounds the unsynced evictions; a failure is counted
+  return slot;
+}
+
+Status Engine::Impl::PutRecord(uint32_t slot, bool sync) {
+  MetadataStore::Batch batch;
+  batch.PutLine(slot, slots.BuildRecord(slot));
+  Status s = dev.metadata->Apply(batch, sync);
+  if (!s.ok()) LiveStats::Bump(stats.metadata_err);
+  return s;
+}
+
+void Engine::Impl::CountCacheError(std::atomic<uint64_t>& counter) {
+  LiveStats::Bump(counter);
+  if (cache_errors.fetch_add(1) + 1 >= config.error_threshold && !failed.exchange(true)) {
+    // Past the threshold the cache device is not trusted for new data; the
+    // cleaner keeps trying to move what is dirty to the origin.
+    cleaner_cv.notify_all();
+  }
+}
+
+}  // namespace cachecore

@@ -1,0 +1,285 @@
+#include "cachecore/metadata/metadata_store.h"
+
+#include <rocksdb/db.h>
+#include <rocksdb/listener.h>
+#include <rocksdb/write_batch.h>
+
+#include <algorithm>
+#include <cstdarg>
+#include <cstdio>
+#include <cstring>
+
+#include "cachecore/metadata/checksum.h"
+
+namespace cachecore {
+
+namespace {
+
+const char kIdentityKey[] = "id";
+const char kConfigPrefix[] = "cfg/";
+const char kLinePrefix[] = "line/";
+
+std::string LineKey(uint64_t slot) {
+  std::string key(kLinePrefix);
+  for (int shift = 56; shift >= 0; shift -= 8) key += static_cast<char>((slot >> shift) & 0xFF);
+  return key;
+}
+
+uint64_t SlotOfKey(const rocksdb::Slice& key) {
+  uint64_t slot = 0;
+  for (size_t i = sizeof(kLinePrefix) - 1; i < key.size(); ++i) {
+    slot = (slot << 8) | static_cast<uint8_t>(key[i]);
+  }
+  return slot;
+}
+
+Status FromRocks(const rocksdb::Status& s, const std::string& what) {
+  if (s.ok()) return Status::Ok();
+  if (s.IsNotFound()) return Status::NotFound(what + ": not found");
+  if (s.IsCorruption()) return Status::Corruption(what + ": " + s.ToString());
+  return Status::IoError(what + ": " + s.ToString());
+}
+
+rocksdb::WriteOptions WriteOpts(bool sync) {
+  rocksdb::WriteOptions o;
+  o.sync = sync;
+  return o;
+}
+
+// Makes every background error RocksDB meets fatal, so that it stops
+// taking writes at once. A failed log append is otherwise a "regular"
+// error (ENOSPC, say): the DB goes on, and the next write, already queued
+// behind the failed one, appends to the log file that failed, which a
+// RocksDB built with assertions (Debian's) answers with an abort. The
+// listener runs inside the failed write, before the next one may start;
+// MetadataStore's own guard covers what comes later.
+class StopAtFirstError : public rocksdb::EventListener {
+ public:
+  const char* Name() const override { return "cachectl-stop-at-first-error"; }
+  void OnBackgroundError(rocksdb::BackgroundErrorReason, rocksdb::Status* bg_error) override {
+    if (bg_error != nullptr && !bg_error->ok()) {
+      *bg_error = rocksdb::Status(*bg_error, rocksdb::Status::Severity::kFatalError);
+    }
+  }
+  // No recovery in place (RocksDB's own for ENOSPC asserts on a fatal
+  // error): the engine reopens the store when the cache is restarted.
+  void OnErrorRecoveryBegin(rocksdb::BackgroundErrorReason, rocksdb::Status,
+                            bool* auto_recovery) override {
+    if (auto_recovery != nullptr) *auto_recovery = false;
+  }
+};
+
+// RocksDB's informational log (LOG in the store's directory), written so
+// that a failed write is only a lost line. RocksDB's own writes it through
+// a file writer that, in builds with assertions, aborts the process at the
+// next line after a failed one: on a full metadata disk that is the first
+// error message it logs. Written through the store's Env (an in-memory one
+// keeps it in memory).
+class TolerantLogger : public rocksdb::Logger {
+ public:
+  TolerantLogger(rocksdb::Env* env, const std::string& dir) {
+    const std::string path = dir + "/LOG";
+    (void)env->CreateDirIfMissing(dir);  // RocksDB makes it too; the log comes first
+    (void)env->RenameFile(path, path + ".old");  // keep the last run's
+    if (!env->NewWritableFile(path, &file_, rocksdb::EnvOptions()).ok()) file_.reset();
+  }
+  using rocksdb::Logger::Logv;
+  void Logv(const char* format, va_list ap) override {
+    char line[1024];
+    int n = std::vsnprintf(line, sizeof(line) - 1, format, ap);
+    if (n < 0) return;
+    size_t len = std::min<size_t>(static_cast<size_t>(n), sizeof(line) - 2);
+    line[len++] = '\n';
+    std::lock_guard lock(mu_);
+    if (file_) (void)file_->Append(rocksdb::Slice(line, len));  // a full disk loses the line
+  }
+
+ private:
+  std::mutex mu_;
+  std::unique_ptr<rocksdb::WritableFile> file_;
+};
+
+}  // namespace
+
+// Record layout: u64 origin line, u16 block count, then per block a u8 class
+// and a u32 CRC, then a u32 CRC32C of everything before it.
+std::string EncodeLineRecord(const LineRecord& r) {
+  std::string out;
+  uint16_t blocks = static_cast<uint16_t>(r.classes.size());
+  out.append(reinterpret_cast<const char*>(&r.origin_line), 8);
+  out.append(reinterpret_cast<const char*>(&blocks), 2);
+  for (size_t i = 0; i < blocks; ++i) {
+    out += static_cast<char>(r.classes[i]);
+    out.append(reinterpret_cast<const char*>(&r.crcs[i]), 4);
+  }
+  uint32_t crc = Crc32c(out.data(), out.size());
+  out.append(reinterpret_cast<const char*>(&crc), 4);
+  return out;
+}
+
+Result<LineRecord> DecodeLineRecord(const std::string& v) {
+  if (v.size() < 14) return Status::Corruption("line record is truncated");
+  uint16_t blocks;
+  std::memcpy(&blocks, v.data() + 8, 2);
+  if (v.size() != 10 + 5 * static_cast<size_t>(blocks) + 4) {
+    return Status::Corruption("line record has the wrong length");
+  }
+  uint32_t stored;
+  std::memcpy(&stored, v.data() + v.size() - 4, 4);
+  if (stored != Crc32c(v.data(), v.size() - 4)) {
+    return Status::Corruption("line record fails its checksum");
+  }
+  LineRecord r;
+  std::memcpy(&r.origin_line, v.data(), 8);
+  r.classes.resize(blocks);
+  r.crcs.resize(blocks);
+  for (size_t i = 0; i < blocks; ++i) {
+    uint8_t c = static_cast<uint8_t>(v[10 + 5 * i]);
+    if (c > static_cast<uint8_t>(BlockClass::kCleanFresh)) {
+      return Status::Corruption("line record has an unknown block class");
+    }
+    r.classes[i] = static_cast<BlockClass>(c);
+    std::memcpy(&r.crcs[i], v.data() + 10 + 5 * i + 1, 4);
+  }
+  return r;
+}
+
+MetadataStore::MetadataStore(rocksdb::DB* db) : db_(db) {}
+MetadataStore::~MetadataStore() = default;
+
+template <typename Op>
+Status MetadataStore::Guarded(bool exclusive, Op op) {
+  std::shared_lock shared(io_mu_, std::defer_lock);
+  std::unique_lock sole(io_mu_, std::defer_lock);
+  if (exclusive) sole.lock();
+  else shared.lock();
+  if (failed()) return failure();
+  Status s = op();
+  if (!s.ok()) {
+    std::lock_guard lock(failure_mu_);
+    if (!failed()) {
+      failure_ = Status::IoError("the metadata store failed (" + s.message() +
+                                 "); nothing more is written to it until the cache is restarted");
+      failed_.store(true, std::memory_order_release);
+    }
+  }
+  return s;
+}
+
+Status MetadataStore::failure() const {
+  std::lock_guard lock(failure_mu_);
+  return failure_;
+}
+
+Result<std::unique_ptr<MetadataStore>> MetadataStore::Open(const std::string& path,
+                                                           const MetadataOptions& options) {
+  rocksdb::Options o;
+  o.create_if_missing = options.create_if_missing;
+  if (options.env != nullptr) o.env = options.env;
+  // A torn tail (a crash mid-append) is dropped; damage before the log's
+  // tail fails the open. RocksDB cannot tell a log cut short from a torn
+  // tail: the engine's sync mark (superblock.h) catches that case.
+  o.wal_recovery_mode = rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
+  o.max_background_jobs = 2;
+  // Closing never needs to write: everything the engine relies on is in the
+  // log, which Sync() makes durable. This also keeps a close after an I/O
+  // failure from doing more damage.
+  o.avoid_flush_during_shutdown = true;
+  o.listeners.push_back(std::make_shared<StopAtFirstError>());
+  if (!options.read_only) o.info_log = std::make_shared<TolerantLogger>(o.env, path);
+  rocksdb::DB* db = nullptr;
+  rocksdb::Status s = options.read_only ? rocksdb::DB::OpenForReadOnly(o, path, &db)
+                                        : rocksdb::DB::Open(o, path, &db);
+  if (!s.ok()) {
+    if (!options.create_if_missing && s.IsInvalidArgument()) {
+      return Status::NotFound("no metadata store at " + path);
+    }
+    return FromRocks(s, "cannot open the metadata store at " + path);
+  }
+  return std::unique_ptr<MetadataStore>(new MetadataStore(db));
+}
+
+Result<CacheIdentity> MetadataStore::GetIdentity() {
+  std::string value;
+  Status s = FromRocks(db_->Get(rocksdb::ReadOptions(), kIdentityKey, &value), "cache identity");
+  if (!s.ok()) return s;
+  return DecodeIdentity(value);
+}
+
+Status MetadataStore::PutIdentity(const CacheIdentity& identity, bool sync) {
+  return Guarded(false, [&] {
+    return FromRocks(db_->Put(WriteOpts(sync), kIdentityKey, EncodeIdentity(identity)),
+                     "writing the cache identity");
+  });
+}
+
+Result<std::string> MetadataStore::GetConfig(const std::string& name) {
+  std::string value;
+  Status s = FromRocks(db_->Get(rocksdb::ReadOptions(), kConfigPrefix + name, &value),
+                       "config " + name);
+  if (!s.ok()) return s;
+  return value;
+}
+
+Status MetadataStore::PutConfig(const std::string& name, const std::string& value, bool sync) {
+  return Guarded(false, [&] {
+    return FromRocks(db_->Put(WriteOpts(sync), kConfigPrefix + name, value), "config " + name);
+  });
+}
+
+MetadataStore::Batch::Batch() : rep_(std::make_unique<rocksdb::WriteBatch>()) {}
+MetadataStore::Batch::~Batch() = default;
+void MetadataStore::Batch::PutLine(uint64_t slot, const LineRecord& record) {
+  rep_->Put(LineKey(slot), EncodeLineRecord(record));
+}
+void MetadataStore::Batch::DeleteLine(uint64_t slot) { rep_->Delete(LineKey(slot)); }
+bool MetadataStore::Batch::empty() const { return rep_->Count() == 0; }
+void MetadataStore::Batch::Clear() { rep_->Clear(); }
+
+Status MetadataStore::Apply(Batch& batch, bool sync) {
+  if (batch.empty() && !sync) return Status::Ok();
+  if (batch.empty()) return Sync();
+  return Guarded(false, [&] {
+    return FromRocks(db_->Write(WriteOpts(sync), batch.rep()), "writing line metadata");
+  });
+}
+
+uint64_t MetadataStore::LatestSequence() const { return db_->GetLatestSequenceNumber(); }
+
+Status MetadataStore::Sync() {
+  return Guarded(true, [&] {
+    rocksdb::Status s = db_->SyncWAL();
+    if (s.IsNotSupported()) {
+      // Some Envs (the in-memory one replay uses) cannot sync the log alone;
+      // a synced write syncs it with everything before it.
+      s = db_->Put(WriteOpts(true), "sync", rocksdb::Slice());
+    }
+    return FromRocks(s, "syncing the metadata log");
+  });
+}
+
+
+Status MetadataStore::ForEachLine(
+    const std::function<Status(uint64_t, const LineRecord&)>& visit) {
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  for (it->Seek(kLinePrefix); it->Valid() && it->key().starts_with(kLinePrefix); it->Next()) {
+    Result<LineRecord> r = DecodeLineRecord(it->value().ToString());
+    if (!r.ok()) {
+      return Status::Corruption("slot " + std::to_string(SlotOfKey(it->key())) + ": " +
+                                r.status().message());
+    }
+    CACHECORE_RETURN_IF_ERROR(visit(SlotOfKey(it->key()), r.value()));
+  }
+  return FromRocks(it->status(), "reading line metadata");
+}
+
+Status MetadataStore::DeleteAllLines() {
+  std::string end(kLinePrefix);
+  end.back() = static_cast<char>(end.back() + 1);
+  return Guarded(false, [&] {
+    return FromRocks(db_->DeleteRange(WriteOpts(true), db_->DefaultColumnFamily(), kLinePrefix, end),
+                     "clearing line metadata");
+  });
+}
+
+}  // namespace cachecore

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstring>
 #include <functional>
 #include <thread>
 
@@ -13,6 +14,7 @@
 #include "../cache-core/src/placement/movement_log.h"
 #include "support/block_io.h"
 #include "support/engine_rig.h"
+#include "support/fake_clock.h"
 
 namespace cachecore::testing {
 namespace {
@@ -133,13 +135,33 @@ EngineConfig Config(CacheMode mode = CacheMode::kWriteThrough) {
   return c;
 }
 
-// Waits up to 20 s for `done`; the mover works on its own clock.
+// The engine tests run on a FakeClock (noon, unless a test moves it): the
+// window decision and the hours of the movement report never depend on the
+// machine's time.
+RigOptions WithClock(Clock* clock) {
+  RigOptions o;
+  o.clock = clock;
+  return o;
+}
+
+// Polls `done` until it holds, for up to 20 s: the mover works in ticks of
+// real time (about 200 ms) on its own thread.
 bool WaitFor(const std::function<bool()>& done) {
-  for (int i = 0; i < 200; ++i) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < deadline) {
     if (done()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return done();
+}
+
+// Waits until the mover has run `ticks` whole ticks from now. It reads the
+// clock once a tick, at its start, so the tick that reads it the first time
+// from now may have begun before: one read more. The caller must not read
+// the clock meanwhile (Engine::movement() does).
+bool MoverRan(const FakeClock& clock, uint64_t ticks) {
+  const uint64_t reads = clock.reads();
+  return WaitFor([&] { return clock.reads() >= reads + ticks + 1; });
 }
 
 bool PinsResident(Engine& e) {
@@ -164,7 +186,8 @@ void SeedOrigin(EngineRig& rig, uint64_t offset, uint64_t length, uint32_t tag) 
 }
 
 TEST(PinTest, PinnedRangeIsFilledAndNeverEvicted) {
-  EngineRig rig;  // 8 MiB origin, 1 MiB of 4 KiB lines
+  FakeClock clock;
+  EngineRig rig(WithClock(&clock));  // 8 MiB origin, 1 MiB of 4 KiB lines
   ASSERT_TRUE(rig.Create(Config()).ok());
   SeedOrigin(rig, 1 << 20, 256 * K, 7);
   ASSERT_TRUE(rig.engine().Pin(1 << 20, 256 * K).ok());
@@ -183,7 +206,8 @@ TEST(PinTest, PinnedRangeIsFilledAndNeverEvicted) {
 }
 
 TEST(PinTest, RoundsOutToLinesAndRefusesBadRanges) {
-  EngineRig rig;
+  FakeClock clock;
+  EngineRig rig(WithClock(&clock));
   EngineConfig c = Config();
   c.line_size = 64 * K;
   ASSERT_TRUE(rig.Create(c).ok());
@@ -204,7 +228,8 @@ TEST(PinTest, RoundsOutToLinesAndRefusesBadRanges) {
 }
 
 TEST(PinTest, UnpinReturnsLinesToThePolicy) {
-  EngineRig rig;
+  FakeClock clock;
+  EngineRig rig(WithClock(&clock));
   ASSERT_TRUE(rig.Create(Config()).ok());
   ASSERT_TRUE(rig.engine().Pin(0, 256 * K).ok());
   ASSERT_TRUE(WaitFor([&] { return PinsResident(rig.engine()); }));
@@ -223,7 +248,8 @@ TEST(PinTest, UnpinReturnsLinesToThePolicy) {
 }
 
 TEST(PinTest, PinsAndSettingsSurviveRestart) {
-  EngineRig rig;
+  FakeClock clock;
+  EngineRig rig(WithClock(&clock));
   ASSERT_TRUE(rig.Create(Config()).ok());
   ASSERT_TRUE(rig.engine().Pin(2 << 20, 128 * K).ok());
   PlacementSettings p;
@@ -246,7 +272,8 @@ TEST(PinTest, PinsAndSettingsSurviveRestart) {
 }
 
 TEST(PinTest, DirtyDataInAPinnedRangeStaysCorrect) {
-  EngineRig rig;
+  FakeClock clock;
+  EngineRig rig(WithClock(&clock));
   ASSERT_TRUE(rig.Create(Config(CacheMode::kWriteBack)).ok());
   ASSERT_TRUE(rig.engine().Pin(0, 128 * K).ok());
   ASSERT_TRUE(WritePattern(rig.engine(), 16 * K, 32 * K, 3).ok());
@@ -289,15 +316,29 @@ class PlacementTest : public ::testing::Test {
     return rig_.engine().stats().read_hits - before.read_hits;
   }
 
-  EngineRig rig_;
+  FakeClock clock_;  // before the rig: outlives the engine
+  EngineRig rig_{WithClock(&clock_)};
 };
 
 TEST_F(PlacementTest, OutsideTheWindowNothingMoves) {
-  std::this_thread::sleep_for(std::chrono::seconds(1));
+  Engine& e = rig_.engine();
+  ASSERT_TRUE(MoverRan(clock_, 3));  // placement off: ticks enough to move it all, were it on
   EXPECT_EQ(HotResident(), 0u);
-  MovementHour h = rig_.engine().movement().hours.back();
+  MovementHour h = e.movement().hours.back();
   EXPECT_EQ(h.placement_promotions, 0u);
   EXPECT_EQ(h.placement_demotions, 0u);
+  PlacementSettings night;
+  night.window = ParsePlacementWindow("01:00-05:00").value();  // the clock says noon
+  night.rate_bytes_per_s = 1ull << 30;
+  ASSERT_TRUE(e.SetPlacement(night).ok());
+  ASSERT_TRUE(MoverRan(clock_, 3));
+  EXPECT_EQ(HotResident(), 0u);
+  h = e.movement().hours.back();
+  EXPECT_EQ(h.placement_promotions, 0u);
+  EXPECT_EQ(h.placement_demotions, 0u);
+  clock_.Advance(14 * 3600);  // 02:00 the next day: inside the window, the heat a day old at most
+  ASSERT_TRUE(WaitFor([&] { return e.movement().hours.back().placement_promotions >= 64; }));
+  EXPECT_EQ(HotResident(), 64u);
 }
 
 TEST_F(PlacementTest, InsideTheWindowHotDataComesInAndColdGoesOut) {
@@ -326,8 +367,8 @@ TEST_F(PlacementTest, TheRateBoundsMovement) {
   slow.rate_bytes_per_s = 40 * K;  // ten lines a second
   const auto start = std::chrono::steady_clock::now();
   ASSERT_TRUE(e.SetPlacement(slow).ok());
-  ASSERT_TRUE(WaitFor([&] { return e.movement().hours.back().placement_promotions >= 1; }));
-  std::this_thread::sleep_for(std::chrono::seconds(2));
+  // Twice the first second's burst: the second ten lines came at the rate.
+  ASSERT_TRUE(WaitFor([&] { return e.movement().hours.back().placement_promotions >= 20; }));
   uint64_t moved = e.movement().hours.back().placement_promotions;
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   // Ten lines a second since the window opened, plus one second's burst.
@@ -338,7 +379,8 @@ TEST_F(PlacementTest, TheRateBoundsMovement) {
 // A stream past the sequential cutoff is kept out by admission; placement
 // must not bring it in either (a nightly backup would warm every region).
 TEST(PlacementHeatTest, StreamsPastTheCutoffAreNotHeat) {
-  EngineRig rig;
+  FakeClock clock;
+  EngineRig rig(WithClock(&clock));
   EngineConfig c = Config();
   c.sequential_cutoff = 64 * K;
   c.admit_after_misses = 250;  // only placement allocates here
@@ -352,23 +394,27 @@ TEST(PlacementHeatTest, StreamsPastTheCutoffAreNotHeat) {
   on.rate_bytes_per_s = 1ull << 30;
   ASSERT_TRUE(rig.engine().SetPlacement(on).ok());
   ASSERT_TRUE(WaitFor([&] { return rig.engine().movement().hours.back().placement_promotions >= 4; }));
-  std::this_thread::sleep_for(std::chrono::seconds(1));  // time for more, were there more
+  ASSERT_TRUE(MoverRan(clock, 3));  // time for more, were there more (one tick moves it all)
   uint64_t placed = rig.engine().movement().hours.back().placement_promotions;
   EXPECT_LE(placed, 16u) << "only the stream's head, before the cutoff, is heat";
   EXPECT_EQ(rig.engine().stats().occupancy_lines, placed);
 }
 
 TEST(PlacementCleaningTest, InsideTheWindowDirtyDataGoesToTheOrigin) {
-  EngineRig rig;
+  FakeClock clock;
+  EngineRig rig(WithClock(&clock));
   EngineConfig c = Config(CacheMode::kWriteBack);
   c.background_cleaner = true;  // its watermarks (60 %) are never reached here
   ASSERT_TRUE(rig.Create(c).ok());
   ASSERT_TRUE(WritePattern(rig.engine(), 0, 256 * K, 5).ok());  // a quarter of the lines
-  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  ASSERT_TRUE(MoverRan(clock, 3));  // the cleaner's own loop runs every 100 ms meanwhile
   EXPECT_EQ(rig.engine().stats().dirty_lines, 64u);  // no window: the cleaner waits for its watermark
   PlacementSettings on;
-  on.window = ParsePlacementWindow("00:00-24:00").value();
+  on.window = ParsePlacementWindow("01:00-05:00").value();  // the clock says noon
   ASSERT_TRUE(rig.engine().SetPlacement(on).ok());
+  ASSERT_TRUE(MoverRan(clock, 3));
+  EXPECT_EQ(rig.engine().stats().dirty_lines, 64u);  // outside the window: still waiting
+  clock.Advance(14 * 3600);  // 02:00 the next day: inside
   ASSERT_TRUE(WaitFor([&] { return rig.engine().stats().dirty_lines == 0; }));
   EXPECT_GE(rig.engine().movement().hours.back().cleaned_bytes, 256 * K);
   AlignedBuffer b(256 * K), want(256 * K);

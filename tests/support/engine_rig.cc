@@ -22,7 +22,7 @@ TempDir::~TempDir() {
 }
 
 EngineRig::EngineRig(const RigOptions& o)
-    : meta_path_(dir_.path() + "/metadata"), storage_(NewPowerCutStorage()),
+    : clock_(o.clock), meta_path_(dir_.path() + "/metadata"), storage_(NewPowerCutStorage()),
       origin_mem_(NewMemoryDevice(o.origin_size, "origin")),
       cache_mem_(NewMemoryDevice(kDataOffset + o.cache_data_size, "cache")),
       origin_(std::make_unique<FaultDevice>(origin_mem_.get(), o.volatile_caches, o.seed)),
@@ -48,7 +48,7 @@ Status EngineRig::OpenStore() {
 
 void EngineRig::CloseStore() { store_.reset(); }
 
-EngineDevices EngineRig::devices() { return {origin_.get(), cache_.get(), store_.get()}; }
+EngineDevices EngineRig::devices() { return {origin_.get(), cache_.get(), store_.get(), clock_}; }
 
 Status EngineRig::Create(const EngineConfig& config, bool force) {
   Result<std::unique_ptr<Engine>> e = Engine::Create(devices(), config, force ? Replace::kCleanCache : Replace::kNothing);

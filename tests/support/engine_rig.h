@@ -32,6 +32,7 @@ struct RigOptions {
   uint64_t cache_data_size = 1 << 20;  // bytes for lines, after the 1 MiB header
   bool volatile_caches = true;         // devices keep unflushed writes apart
   uint64_t seed = 1;
+  Clock* clock = nullptr;              // the engine's time (nullptr: the system's); outlives the rig
 };
 
 class EngineRig {
@@ -71,6 +72,7 @@ class EngineRig {
 
  private:
   TempDir dir_;
+  Clock* clock_;
   std::string meta_path_;
   PowerCutStorage storage_;
   std::unique_ptr<BlockDevice> origin_mem_, cache_mem_;

@@ -250,9 +250,8 @@ bool Engine::Impl::WriteBackBatch(uint64_t offset, const uint8_t* in, uint64_t l
     b.owner.push_back(i);
   }
   if (!announcements.empty()) {
-    Status announced = dev.metadata->Apply(announcements, true);
+    Status announced = ApplyRecords(announcements, true);
     if (!announced.ok()) {  // nothing of the cached lines is written
-      LiveStats::Bump(stats.metadata_err);
       keep_first_error(std::move(announced));
       ReleaseLines(b);
       return true;
@@ -278,9 +277,7 @@ bool Engine::Impl::WriteBackBatch(uint64_t offset, const uint8_t* in, uint64_t l
     records.PutLine(slot, slots.BuildRecord(slot));
   }
   if (!records.empty()) {
-    Status m = dev.metadata->Apply(records, false);
-    if (!m.ok()) LiveStats::Bump(stats.metadata_err);
-    keep_first_error(std::move(m));
+    keep_first_error(ApplyRecords(records, false));
   }
   ReleaseLines(b);
   return true;

@@ -151,11 +151,8 @@ Status Engine::Impl::MarkCleaned(const CleanJob& job, const std::function<bool(u
   for (uint32_t slot : changed) batch.PutLine(slot, slots.BuildRecord(slot));
   // Synced: a line may be evicted (its slot reused) only once its clean
   // state is durable; its stripe stays held until we return.
-  Status m = batch.empty() ? Status::Ok() : dev.metadata->Apply(batch, true);
-  if (!m.ok()) {
-    LiveStats::Bump(stats.metadata_err);
-    return m;
-  }
+  Status m = batch.empty() ? Status::Ok() : ApplyRecords(batch, true);
+  if (!m.ok()) return m;
   ReachedStep("flush-3-marked-clean");
   if (job.unproven > 0) {
     return Status::Corruption(std::to_string(job.unproven) +

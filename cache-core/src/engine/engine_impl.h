@@ -78,6 +78,8 @@ struct Engine::Impl {
   Status Commit(RecordBatch& batch, bool sync);
   // Puts the slot's record as RAM has it (synced with `sync`). Counts a failure.
   Status PutRecord(uint32_t slot, bool sync);
+  // Applies `batch` to the store (synced with `sync`). Counts a failure.
+  Status ApplyRecords(MetadataStore::Batch& batch, bool sync);
   void CountCacheError(std::atomic<uint64_t>& counter);
 
   // ---- I/O (engine_io.cc)
@@ -218,6 +220,8 @@ struct Engine::Impl {
   bool InPlacementWindow(int64_t now) const;
 
   EngineDevices dev;
+  // Calendar time for the heat map, the movement log and the window (after dev).
+  Clock* const clock = dev.clock != nullptr ? dev.clock : SystemClock();
   EngineConfig config;
   CacheIdentity identity;
   uint32_t line_size;

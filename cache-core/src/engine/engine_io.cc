@@ -82,7 +82,7 @@ Status Engine::Impl::ReadCachedBlocks(uint64_t line, uint32_t slot, uint32_t b0,
   // A stable clean block that changed keeps its durable kClean record until
   // the new one is synced; a write-back write over it meanwhile would not
   // know to sync before cleaning (rule 3: MarkDirty sees no clean block).
-  if (repaired) PutRecord(slot, stable_changed);
+  if (repaired) (void)PutRecord(slot, stable_changed);  // counted; the read itself is served
   return Status::Ok();
 }
 
@@ -134,7 +134,7 @@ Status Engine::Impl::ReadSegment(const Segment& seg, uint8_t* out, bool bypass, 
       }
       b = e;
     }
-    if (changed) PutRecord(*slot, false);
+    if (changed) (void)PutRecord(*slot, false);  // counted; clean blocks, the origin has them
     RecordBatch batch;
     slots.ReleaseIfEmpty(*slot, batch);
     if (!batch.empty()) (void)Commit(batch, false);

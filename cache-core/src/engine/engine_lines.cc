@@ -29,7 +29,7 @@ class StripeVictims : public VictimHandler {
   }
   Status Clean(uint32_t slot) override { return im_.CleanSlots({slot}); }
   void ApplyDelete(MetadataStore::Batch& batch) override {
-    if (!im_.dev.metadata->Apply(batch, false).ok()) LiveStats::Bump(im_.stats.metadata_err);
+    (void)im_.ApplyRecords(batch, false);  // counted; the slot is free either way
   }
   void ReleaseClaim() override {
     if (taken_) taken_->unlock();
@@ -45,9 +45,14 @@ class StripeVictims : public VictimHandler {
 
 }  // namespace
 
-Status Engine::Impl::Commit(RecordBatch& batch, bool sync) {
-  Status s = dev.metadata->Apply(batch.records, sync);
+Status Engine::Impl::ApplyRecords(MetadataStore::Batch& batch, bool sync) {
+  Status s = dev.metadata->Apply(batch, sync);
   if (!s.ok()) LiveStats::Bump(stats.metadata_err);
+  return s;
+}
+
+Status Engine::Impl::Commit(RecordBatch& batch, bool sync) {
+  Status s = ApplyRecords(batch.records, sync);
   // Freed even when the delete failed: the next record for the slot
   // replaces the old one all the same.
   slots.FreeEmptied(batch);
@@ -71,9 +76,7 @@ std::optional<uint32_t> Engine::Impl::Allocate(uint64_t line, std::span<const si
 Status Engine::Impl::PutRecord(uint32_t slot, bool sync) {
   MetadataStore::Batch batch;
   batch.PutLine(slot, slots.BuildRecord(slot));
-  Status s = dev.metadata->Apply(batch, sync);
-  if (!s.ok()) LiveStats::Bump(stats.metadata_err);
-  return s;
+  return ApplyRecords(batch, sync);
 }
 
 void Engine::Impl::CountCacheError(std::atomic<uint64_t>& counter) {

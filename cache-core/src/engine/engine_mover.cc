@@ -5,7 +5,6 @@
 // for writes). Everything it moves is bounded by the placement rate.
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 
 #include "cachecore/metadata/checksum.h"
 #include "engine/engine_impl.h"
@@ -13,7 +12,7 @@
 namespace cachecore {
 
 namespace {
-using Clock = std::chrono::steady_clock;
+using SteadyClock = std::chrono::steady_clock;  // for the tick and the rate
 constexpr auto kTick = std::chrono::milliseconds(200);
 // A filled pass over the pins is checked again after this long (a pinned
 // line can lose blocks to a discard or a cache error).
@@ -30,11 +29,11 @@ struct MoverState {
   // Pins: the next line to look at, and whether the last pass found all resident.
   uint64_t pin_cursor = 0;
   bool pass_filled = false;
-  Clock::time_point pins_idle_until{};
+  SteadyClock::time_point pins_idle_until{};
   // Placement: hot regions, hottest first, and where promotion has got to.
   std::vector<uint32_t> hot;
   std::vector<uint8_t> in_hot;  // by region
-  Clock::time_point ranked_at{};
+  SteadyClock::time_point ranked_at{};
   bool ranked = false;
   size_t hot_index = 0;
   uint64_t hot_line = 0;  // lines into hot[hot_index]
@@ -60,13 +59,13 @@ void Engine::Impl::StopMover() {
 void Engine::Impl::MoverLoop() {
   MoverState state(line_size);
   double tokens = 0;
-  auto last = Clock::now();
+  auto last = SteadyClock::now();
   MutexLock lock(mover_mu);
   while (!mover_stop) {
     lock.WaitFor(mover_cv, kTick);
     if (mover_stop) break;
     lock.Unlock();
-    const int64_t now = std::time(nullptr);
+    const int64_t now = clock->NowSeconds();  // the hour, the sample and the window
     heat.AdvanceTo(now / 3600);
     uint64_t rate;
     {
@@ -78,7 +77,7 @@ void Engine::Impl::MoverLoop() {
       if (state.hour >= 0) SavePlacementHistory(false);
       state.hour = now / 3600;
     }
-    auto t = Clock::now();
+    auto t = SteadyClock::now();
     // Tokens for at most one second of movement: an idle spell is no licence for a burst.
     tokens = std::min<double>(static_cast<double>(std::max<uint64_t>(rate, line_size)),
                               tokens + static_cast<double>(rate) * std::chrono::duration<double>(t - last).count());
@@ -131,7 +130,7 @@ uint64_t Engine::Impl::FillLine(uint64_t line, uint8_t* buffer) {
     moved += bytes;
     b = e;
   }
-  if (moved > 0) PutRecord(*slot, false);
+  if (moved > 0) (void)PutRecord(*slot, false);  // counted; clean blocks, the origin has them
   RecordBatch batch;
   slots.ReleaseIfEmpty(*slot, batch);  // nothing could be read into a new slot
   if (!batch.empty()) (void)Commit(batch, false);
@@ -144,12 +143,12 @@ uint64_t Engine::Impl::FillPins(MoverState& st, uint64_t budget) {
     st.pass_filled = false;
     st.pins_idle_until = {};
   }
-  if (Clock::now() < st.pins_idle_until) return 0;
+  if (SteadyClock::now() < st.pins_idle_until) return 0;
   uint64_t used = 0, checked = 0;
   while (used + line_size <= budget && checked < kChecksPerTick) {
     std::optional<uint64_t> line = slots.NextPinAtOrAfter(st.pin_cursor);
     if (!line) {  // a pass is complete; rest when it found everything there
-      if (!st.pass_filled) st.pins_idle_until = Clock::now() + kPinRecheck;
+      if (!st.pass_filled) st.pins_idle_until = SteadyClock::now() + kPinRecheck;
       st.pin_cursor = 0;
       st.pass_filled = false;
       break;
@@ -181,11 +180,11 @@ void Engine::Impl::RankRegions(MoverState& st) {
   st.hot_index = 0;
   st.hot_line = 0;
   st.ranked = true;
-  st.ranked_at = Clock::now();
+  st.ranked_at = SteadyClock::now();
 }
 
 uint64_t Engine::Impl::PlaceByHeat(MoverState& st, uint64_t budget) {
-  if (!st.ranked || Clock::now() - st.ranked_at >= kRankEvery) RankRegions(st);
+  if (!st.ranked || SteadyClock::now() - st.ranked_at >= kRankEvery) RankRegions(st);
   const uint64_t lines_per_region = heat.region_bytes() / line_size;
   const uint64_t origin_lines = OriginLines();
   uint64_t used = 0, checked = 0;

@@ -3,7 +3,6 @@
 // mover that acts on them is in engine_mover.cc.
 #include <algorithm>
 #include <cstdio>
-#include <ctime>
 
 #include "engine/engine_impl.h"
 
@@ -98,10 +97,7 @@ bool Engine::Impl::InPlacementWindow(int64_t now) const {
     window = placement.window;
   }
   if (!window) return false;
-  std::time_t t = static_cast<std::time_t>(now);
-  std::tm local{};
-  localtime_r(&t, &local);
-  return window->Contains(static_cast<uint32_t>(local.tm_hour * 60 + local.tm_min));
+  return window->Contains(clock->LocalMinuteOfDay(now));  // the daemon's local time
 }
 
 Status Engine::Impl::ChangePins(uint64_t offset, uint64_t length, const PinEdit& edit,
@@ -187,7 +183,7 @@ PlacementSettings Engine::placement() const {
 MovementReport Engine::movement() const {
   Impl& im = *impl_;
   MovementReport r;
-  const int64_t now = std::time(nullptr);
+  const int64_t now = im.clock->NowSeconds();
   {
     MutexLock lock(im.placement_mu);
     MovementLog log = im.movement;

@@ -23,7 +23,9 @@ enum class StatusCode {
   kNotSupported,
 };
 
-class Status {
+// [[nodiscard]]: a dropped Status is a dropped error. Where ignoring one is
+// right, write `(void)Call();  // why`.
+class [[nodiscard]] Status {
  public:
   Status() = default;
   static Status Ok() { return Status(); }
@@ -55,7 +57,7 @@ class Status {
 
 // A value or the Status that explains why there is none.
 template <typename T>
-class Result {
+class [[nodiscard]] Result {
  public:
   Result(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
   Result(Status status) : status_(std::move(status)) { assert(!status_.ok()); }  // NOLINT

@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 
+#include "cachecore/base/clock.h"
 #include "cachecore/devices/block_device.h"
 #include "cachecore/engine/cache_mode.h"
 #include "cachecore/metadata/metadata_store.h"
@@ -51,6 +52,9 @@ struct EngineDevices {
   BlockDevice* origin = nullptr;
   BlockDevice* cache = nullptr;
   MetadataStore* metadata = nullptr;
+  // The time for the heat map, the movement log and the placement window;
+  // nullptr: SystemClock(). Not owned; outlives the engine.
+  Clock* clock = nullptr;
 };
 
 // What Engine::Create may format over.

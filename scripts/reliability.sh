@@ -37,7 +37,7 @@ bash tests/fuzz/run.sh "${FUZZ_SECONDS:-60}" >/dev/null
 
 sum() { awk -v k="$1" '$1 ~ "^"k"$" { s += $2 } END { printf "%d", s }' "$figures"; }
 fuzz_rows=""
-for t in fuzz_superblock fuzz_line_record fuzz_trace_line fuzz_nbd fuzz_control; do
+for t in fuzz_superblock fuzz_line_record fuzz_trace_line fuzz_nbd fuzz_control fuzz_dispatch; do
   fuzz_rows+="| fuzz executions, $t (${FUZZ_SECONDS:-60} s) | $(sum "fuzz_execs_$t") |"$'\n'
 done
 table="| Figure | Value |

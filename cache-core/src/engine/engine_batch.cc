@@ -90,11 +90,11 @@ void Engine::Impl::HoldLines(uint64_t offset, uint64_t length, LineBatch& b) {
   std::sort(b.stripes.begin(), b.stripes.end());
   b.stripes.erase(std::unique(b.stripes.begin(), b.stripes.end()), b.stripes.end());
   for (size_t s : b.stripes) stripes[s].lock();
-  for (const Segment& seg : b.segments) {
-    uint32_t slot = slots.Find(seg.line).value_or(kNoSlot);
-    b.slots.push_back(slot);
+  slots.FindEach(b.segments.size(), [&b](size_t i) { return b.segments[i].line; }, b.slots);
+  for (size_t i = 0; i < b.segments.size(); ++i) {
+    const Segment& seg = b.segments[i];
     for (uint32_t blk = seg.first_block(); blk < seg.end_block(); ++blk) {
-      b.cached.push_back(slot != kNoSlot && (slots.Flags(slot, blk) & kValid));
+      b.cached.push_back(b.slots[i] != kNoSlot && (slots.Flags(b.slots[i], blk) & kValid));
     }
   }
 }

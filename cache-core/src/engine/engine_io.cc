@@ -423,8 +423,8 @@ Status Engine::Impl::FlushCacheSide() {
 
 Status Engine::Impl::PersistDirtyMap(MapWrite what, bool flush) {
   MutexLock io(dirty_map_io);
-  std::vector<std::pair<uint64_t, AlignedBuffer>> pages;
-  pages = slots.TakeChangedDirtyPages(what == MapWrite::kAll);
+  std::vector<std::pair<uint64_t, AlignedBuffer>> pages =
+      slots.TakeChangedDirtyPages(what == MapWrite::kAll);
   std::vector<IoRequest> writes;
   for (auto& [offset, page] : pages) {
     writes.push_back({IoOp::kWrite, offset, kDirtyMapPageSize, page.data(), Status()});

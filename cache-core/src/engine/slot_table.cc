@@ -90,6 +90,15 @@ std::optional<uint32_t> SlotTable::Find(uint64_t line) {
   return it->second;
 }
 
+void SlotTable::FindEach(size_t count, const std::function<uint64_t(size_t)>& line_of,
+                         std::vector<uint32_t>& out) {
+  MutexLock lock(mu_);
+  for (size_t i = 0; i < count; ++i) {
+    auto it = map_.find(line_of(i));
+    out.push_back(it == map_.end() ? kNoSlot : it->second);
+  }
+}
+
 void SlotTable::NoteHits(std::span<const uint32_t> slots) {
   MutexLock lock(mu_);
   for (uint32_t slot : slots) {

@@ -146,6 +146,10 @@ class SlotTable {
   // [b0, b1) is valid. REQUIRES: the line's stripe (flags are stable).
   std::optional<uint32_t> Lookup(uint64_t line, uint32_t b0, uint32_t b1) EXCLUDES(mu_);
   std::optional<uint32_t> Find(uint64_t line) EXCLUDES(mu_);
+  // The slots of `count` lines (line_of(i) for each i), kNoSlot where not
+  // cached, appended to `out`: one hold of mu_ for a batch's lines.
+  void FindEach(size_t count, const std::function<uint64_t(size_t)>& line_of,
+                std::vector<uint32_t>& out) EXCLUDES(mu_);
   // Tells the policy of a hit on each slot (kNoSlot entries are skipped).
   void NoteHits(std::span<const uint32_t> slots) EXCLUDES(mu_);
   static constexpr uint32_t kNoSlot = UINT32_MAX;
@@ -155,7 +159,6 @@ class SlotTable {
   uint8_t Flags(uint32_t slot, uint32_t block) const { return block_flags_[Index(slot, block)]; }
   uint32_t Crc(uint32_t slot, uint32_t block) const { return block_crc_[Index(slot, block)]; }
   uint32_t ValidBlocks(uint32_t slot) const { return slot_valid_blocks_[slot]; }
-  uint32_t DirtyBlocks(uint32_t slot) const { return slot_dirty_blocks_[slot]; }
   // Durable as recorded: a sync that began after the block's last write
   // has completed.
   bool IsStable(uint32_t slot, uint32_t block) const {

@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 export CACHECTL_WERROR=ON
 bash scripts/setup.sh
 # The tree with clang too, warnings as errors, with clang's thread-safety
-# analysis of the lock annotations (cache-core/src/thread_annotations.h).
+# analysis of the lock annotations (cache-core/src/base/thread_annotations.h).
 # Only the libraries, the binary and the annotations' test, unoptimized (the
 # analysis needs no optimizer, and it halves the time): the tests run on the
 # GCC build above.

@@ -7,7 +7,12 @@
 namespace cachecore::testing {
 
 namespace {
-std::string Tick(uint64_t t) { return t == UINT64_MAX ? "open" : "t" + std::to_string(t); }
+std::string Tick(uint64_t t) {
+  if (t == UINT64_MAX) return "open";
+  std::string out = "t";
+  out += std::to_string(t);  // appended apart: GCC 12's false -Wrestrict at -O3 (bug 105329)
+  return out;
+}
 }  // namespace
 
 ExpectedState::ExpectedState(uint64_t sectors) : sectors_(sectors), state_(sectors) {}

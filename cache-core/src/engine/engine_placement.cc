@@ -45,6 +45,7 @@ void Engine::Impl::LoadPlacement() {
     }
   }
   if (Result<std::string> v = m->GetConfig(kHeatKey); v.ok()) (void)heat.Decode(v.value());
+  pins_changed.store(slots.PinnedLines() > 0);
   MutexLock lock(placement_mu);  // nothing runs yet; for the analysis
   if (Result<std::string> v = m->GetConfig(kWindowKey); v.ok()) {
     if (Result<PlacementWindow> w = ParsePlacementWindow(v.value()); w.ok()) placement.window = w.value();
@@ -54,7 +55,6 @@ void Engine::Impl::LoadPlacement() {
     if (rate > 0) placement.rate_bytes_per_s = rate;
   }
   if (Result<std::string> v = m->GetConfig(kMovementKey); v.ok()) movement.Decode(v.value());
-  pins_changed.store(slots.PinnedLines() > 0);
 }
 
 Status Engine::Impl::ResetPlacement(MetadataStore* m) {

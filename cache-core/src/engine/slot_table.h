@@ -148,6 +148,7 @@ class SlotTable {
   std::optional<uint32_t> Find(uint64_t line) EXCLUDES(mu_);
   // The slots of `count` lines (line_of(i) for each i), kNoSlot where not
   // cached, appended to `out`: one hold of mu_ for a batch's lines.
+  // `line_of` runs under mu_: it may take no lock and not call back here.
   void FindEach(size_t count, const std::function<uint64_t(size_t)>& line_of,
                 std::vector<uint32_t>& out) EXCLUDES(mu_);
   // Tells the policy of a hit on each slot (kNoSlot entries are skipped).

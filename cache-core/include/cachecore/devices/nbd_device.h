@@ -1,8 +1,19 @@
 // NbdDevice: a BlockDevice over an NBD export, through libnbd: an origin
 // that is a network volume (nbd://host:port/export, nbds://...,
-// nbd+unix:///export?socket=PATH). Requests of one SubmitAndWait go out
-// together on one connection; with a server that allows several
-// connections (multi-conn) concurrent callers use several.
+// nbd+unix:///export?socket=PATH).
+//
+// Every request of every caller goes to the server at once: callers queue
+// their commands on a connection and sleep until their own replies are in,
+// while one thread per connection reads the replies. So the server sees as
+// many requests in flight as the callers send, not one per connection.
+// Requests of one SubmitAndWait share a connection; with a server that allows
+// several connections (multi-conn, under which a flush on one connection
+// covers writes completed on any) calls go to the least loaded; without it,
+// everything goes over one. Requests above 32 MiB go out in pieces.
+//
+// When the connection is lost every waiting and later call fails with an
+// IoError naming the URI. The device must outlive its calls; destroying it
+// stops and joins its threads.
 #pragma once
 
 #include <memory>

@@ -13,7 +13,7 @@
 #include <variant>
 
 #include "cachecore/placement/placement.h"
-#include "cachecore/devices/aio_device.h"
+#include "cachecore/devices/file_device.h"
 #include "cachecore/engine/cache_mode.h"
 #include "cachecore/devices/nbd_device.h"
 #include "cachecore/metadata/superblock.h"
@@ -121,9 +121,9 @@ void PrintServing(const Dirs& dirs, const std::string& name, const StatsReply& r
 // Whether the cache device a cache was attached with still holds a cachectl
 // superblock: false once a detach has released it.
 Result<bool> CacheDeviceHoldsCache(const std::string& cache_path) {
-  AioOptions ro;
+  FileDeviceOptions ro;
   ro.read_only = true;
-  auto device = OpenAioDevice(cache_path, ro);
+  auto device = OpenFileDevice(cache_path, ro);
   if (!device.ok()) return device.status();
   Result<Superblock> sb = ReadSuperblock(device->get());
   if (sb.ok()) return true;
@@ -136,7 +136,7 @@ Result<bool> CacheDeviceHoldsCache(const std::string& cache_path) {
 void ReleaseCacheDevice(const std::string& path) {
   Result<bool> holds = CacheDeviceHoldsCache(path);
   if (!holds.ok() || !holds.value()) return;
-  auto device = OpenAioDevice(path);
+  auto device = OpenFileDevice(path);
   if (device.ok()) (void)EraseSuperblock(device->get());
 }
 
@@ -330,7 +330,7 @@ int SimpleControl(const std::vector<std::string>& args, const char* verb, const 
                                               : Result<DamageReport>(config.status());
     if (damage.ok() && damage->released_with_nothing_dirty()) {
       if (wipe) {
-        auto device = OpenAioDevice(config.value()["cache"]);
+        auto device = OpenFileDevice(config.value()["cache"]);
         Result<WipeReport> wiped = device.ok() ? WipeDevice(device->get()) : Result<WipeReport>(device.status());
         if (!wiped.ok()) return Fail(kExitFailed, "detach: wiping " + config.value()["cache"] + ": " +
                                      wiped.status().message());

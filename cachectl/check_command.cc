@@ -2,7 +2,7 @@
 #include <boost/program_options.hpp>
 #include <cstdio>
 
-#include "cachecore/devices/aio_device.h"
+#include "cachecore/devices/file_device.h"
 #include "cachecore/devices/open_device.h"
 #include "cachecore/metadata/check.h"
 #include "cli_common.h"
@@ -33,11 +33,11 @@ int RunCheck(const std::vector<std::string>& args) {
   if (SendControl(dirs.ControlSocket(name), StatsRequest{}).ok()) {
     return Fail(kExitRefused, "check: cache '" + name + "' is running; stop it first");
   }
-  AioOptions ro;
+  FileDeviceOptions ro;
   ro.read_only = true;
   auto origin = OpenOriginDevice(config.value()["origin"], /*read_only=*/true);
   if (!origin.ok()) return Fail(ExitCodeOf(origin.status()), "check: " + origin.status().message());
-  auto cache = OpenAioDevice(config.value()["cache"], ro);
+  auto cache = OpenFileDevice(config.value()["cache"], ro);
   if (!cache.ok()) return Fail(ExitCodeOf(cache.status()), "check: " + cache.status().message());
   MetadataOptions mo;
   mo.read_only = true;

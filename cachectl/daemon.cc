@@ -21,7 +21,7 @@
 #include <thread>
 #include <vector>
 
-#include "cachecore/devices/aio_device.h"
+#include "cachecore/devices/file_device.h"
 #include "cachecore/devices/open_device.h"
 #include "cachecore/engine/steps.h"
 #include "cachecore/metadata/superblock.h"
@@ -96,7 +96,7 @@ Status Open(Daemon& d) {
   }
   auto origin = OpenOriginDevice(d.spec.origin);
   if (!origin.ok()) return origin.status();
-  auto cache = OpenAioDevice(d.spec.cache);
+  auto cache = OpenFileDevice(d.spec.cache);
   if (!cache.ok()) return cache.status();
   d.origin = std::move(origin.value());
   d.cache = std::move(cache.value());

@@ -3,7 +3,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "cachecore/devices/aio_device.h"
+#include "cachecore/devices/file_device.h"
 #include "cachecore/devices/open_device.h"
 #include "cachecore/metadata/superblock.h"
 
@@ -12,9 +12,9 @@ namespace cachectl {
 using namespace cachecore;
 
 Result<DamageReport> AssessNamedCache(const Dirs& dirs, const std::string& name, CacheConfig& config) {
-  AioOptions ro;
+  FileDeviceOptions ro;
   ro.read_only = true;
-  auto cache = OpenAioDevice(config["cache"], ro);
+  auto cache = OpenFileDevice(config["cache"], ro);
   if (!cache.ok()) return cache.status();
   MetadataOptions mo;
   mo.read_only = true;
@@ -24,10 +24,10 @@ Result<DamageReport> AssessNamedCache(const Dirs& dirs, const std::string& name,
 }
 
 std::string PlannedSuperblockRepair(const Dirs& dirs, const std::string& name, CacheConfig& config) {
-  AioOptions ro;
+  FileDeviceOptions ro;
   ro.read_only = true;
   auto origin = OpenOriginDevice(config["origin"], /*read_only=*/true);
-  auto cache = OpenAioDevice(config["cache"], ro);
+  auto cache = OpenFileDevice(config["cache"], ro);
   MetadataOptions mo;
   mo.read_only = true;
   auto store = MetadataStore::Open(dirs.Metadata(name), mo);

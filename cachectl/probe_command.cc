@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <iostream>
 
-#include "cachecore/devices/aio_device.h"
+#include "cachecore/devices/file_device.h"
 #include "cachecore/planning/probe.h"
 #include "cli_common.h"
 #include "commands.h"
@@ -119,9 +119,9 @@ int RunProbe(const std::vector<std::string>& args) {
   if (!plot.empty() && !CanWritePlot(plot, &why)) {
     return Fail(kExitUsage, "probe: --plot: cannot write " + plot + ": " + why);
   }
-  AioOptions ao;
+  FileDeviceOptions ao;
   ao.read_only = !write;
-  Result<std::unique_ptr<BlockDevice>> dev = OpenAioDevice(device, ao);
+  Result<std::unique_ptr<BlockDevice>> dev = OpenFileDevice(device, ao);
   if (!dev.ok()) {
     ExitCode code = dev.status().code() == StatusCode::kBusy ? kExitRefused : kExitFailed;
     return Fail(code, "probe: " + dev.status().message());

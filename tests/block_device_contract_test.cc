@@ -1,6 +1,6 @@
-// One contract, every BlockDevice: the memory device, libaio on a real file
-// (O_DIRECT), and the fault-injecting wrapper with and without its volatile
-// cache. Each test body runs against each implementation.
+// One contract, every BlockDevice: the memory device, libaio and io_uring
+// on a real file and a loop device (O_DIRECT), libnbd, and the
+// fault-injecting wrapper with and without its volatile cache. Each test body runs against each implementation.
 #include <gtest/gtest.h>
 
 #include <fcntl.h>
@@ -12,7 +12,7 @@
 #include <random>
 #include <thread>
 
-#include "cachecore/devices/aio_device.h"
+#include "cachecore/devices/file_device.h"
 #include "support/fault_device.h"
 #include "cachecore/devices/memory_device.h"
 #include "cachecore/devices/nbd_device.h"
@@ -57,10 +57,16 @@ void MakeSizedFile(const std::string& path) {
   close(fd);
 }
 
-void MakeAioFile(DeviceUnderTest& d) {
+Result<std::unique_ptr<BlockDevice>> OpenWith(IoBackend backend, const std::string& path) {
+  FileDeviceOptions options;
+  options.backend = backend;
+  return OpenFileDevice(path, options);
+}
+
+void MakeFile(DeviceUnderTest& d, IoBackend backend) {
   std::string path = d.dir.path() + "/device.img";
   MakeSizedFile(path);
-  Result<std::unique_ptr<BlockDevice>> dev = OpenAioDevice(path);
+  Result<std::unique_ptr<BlockDevice>> dev = OpenWith(backend, path);
   ASSERT_TRUE(dev.ok()) << dev.status().ToString();
   d.base = std::move(dev.value());
   d.device = d.base.get();
@@ -68,7 +74,7 @@ void MakeAioFile(DeviceUnderTest& d) {
 
 // A real block device: a loop device over a file (needs root; CI is root).
 // Not being able to make one fails the test; it is never skipped.
-void MakeAioLoop(DeviceUnderTest& d) {
+void MakeLoop(DeviceUnderTest& d, IoBackend backend) {
   std::string path = d.dir.path() + "/loop.img";
   MakeSizedFile(path);
   FILE* p = popen(("losetup --find --show " + path + " 2>&1").c_str(), "r");
@@ -79,7 +85,7 @@ void MakeAioLoop(DeviceUnderTest& d) {
   std::string dev = got ? std::string(line, strcspn(line, "\n")) : "";
   ASSERT_EQ(dev.rfind("/dev/loop", 0), 0u) << "losetup failed: " << dev;
   d.loop = dev;
-  Result<std::unique_ptr<BlockDevice>> opened = OpenAioDevice(dev);
+  Result<std::unique_ptr<BlockDevice>> opened = OpenWith(backend, dev);
   ASSERT_TRUE(opened.ok()) << opened.status().ToString();
   EXPECT_EQ(opened.value()->identity(), "blkdev:" + dev);
   d.base = std::move(opened.value());
@@ -106,8 +112,10 @@ void MakeFault(DeviceUnderTest& d, bool volatile_cache) {
 
 const Impl kImpls[] = {
     {"Memory", MakeMemory},
-    {"AioFile", MakeAioFile},
-    {"AioLoopBlockDevice", MakeAioLoop},
+    {"AioFile", [](DeviceUnderTest& d) { MakeFile(d, IoBackend::kAio); }},
+    {"AioLoopBlockDevice", [](DeviceUnderTest& d) { MakeLoop(d, IoBackend::kAio); }},
+    {"UringFile", [](DeviceUnderTest& d) { MakeFile(d, IoBackend::kUring); }},
+    {"UringLoopBlockDevice", [](DeviceUnderTest& d) { MakeLoop(d, IoBackend::kUring); }},
     {"Nbd", MakeNbd},
     {"Fault", [](DeviceUnderTest& d) { MakeFault(d, false); }},
     {"FaultVolatile", [](DeviceUnderTest& d) { MakeFault(d, true); }},
@@ -225,32 +233,35 @@ TEST_P(BlockDeviceContract, ManyThreadsManyRequestsInFlight) {
 INSTANTIATE_TEST_SUITE_P(Devices, BlockDeviceContract, ::testing::ValuesIn(kImpls),
                          [](const auto& info) { return std::string(info.param.name); });
 
-TEST(AioDeviceTest, MissingPathSaysWhich) {
-  Result<std::unique_ptr<BlockDevice>> dev = OpenAioDevice("/nonexistent/cachectl-device");
+// The file devices' own promises, each back end.
+class FileDeviceTest : public ::testing::TestWithParam<IoBackend> {};
+
+TEST_P(FileDeviceTest, MissingPathSaysWhich) {
+  Result<std::unique_ptr<BlockDevice>> dev = OpenWith(GetParam(), "/nonexistent/cachectl-device");
   ASSERT_FALSE(dev.ok());
   EXPECT_NE(dev.status().message().find("/nonexistent/cachectl-device"), std::string::npos);
 }
 
-TEST(AioDeviceTest, RefusesSizeNotMultipleOf512) {
+TEST_P(FileDeviceTest, RefusesSizeNotMultipleOf512) {
   TempDir dir;
   std::string path = dir.path() + "/odd.img";
   int fd = open(path.c_str(), O_CREAT | O_RDWR, 0600);
   ASSERT_GE(fd, 0);
   ASSERT_EQ(ftruncate(fd, 1000), 0);
   close(fd);
-  Result<std::unique_ptr<BlockDevice>> dev = OpenAioDevice(path);
+  Result<std::unique_ptr<BlockDevice>> dev = OpenWith(GetParam(), path);
   ASSERT_FALSE(dev.ok());
   EXPECT_EQ(dev.status().code(), StatusCode::kInvalidArgument);
 }
 
-TEST(AioDeviceTest, DataReachesTheFile) {
+TEST_P(FileDeviceTest, DataReachesTheFile) {
   TempDir dir;
   std::string path = dir.path() + "/data.img";
   int fd = open(path.c_str(), O_CREAT | O_RDWR, 0600);
   ASSERT_GE(fd, 0);
   ASSERT_EQ(ftruncate(fd, 1 << 20), 0);
   {
-    Result<std::unique_ptr<BlockDevice>> dev = OpenAioDevice(path);
+    Result<std::unique_ptr<BlockDevice>> dev = OpenWith(GetParam(), path);
     ASSERT_TRUE(dev.ok());
     AlignedBuffer w(4096);
     Fill(w, 42);
@@ -262,6 +273,12 @@ TEST(AioDeviceTest, DataReachesTheFile) {
   EXPECT_EQ(byte, static_cast<uint8_t>(42 + 5 * 31));
   close(fd);
 }
+
+INSTANTIATE_TEST_SUITE_P(Backends, FileDeviceTest,
+                         ::testing::Values(IoBackend::kAio, IoBackend::kUring),
+                         [](const auto& info) {
+                           return std::string(info.param == IoBackend::kAio ? "Aio" : "Uring");
+                         });
 
 }  // namespace
 }  // namespace cachecore::testing

@@ -22,7 +22,7 @@
 #include <random>
 #include <string>
 
-#include "cachecore/devices/aio_device.h"
+#include "cachecore/devices/file_device.h"
 #include "cachecore/engine/engine.h"
 #include "cachecore/metadata/metadata_store.h"
 
@@ -62,9 +62,9 @@ struct Opened {
 
 Opened OpenFiles(const std::string& dir, bool create) {
   Opened o;
-  auto origin = OpenAioDevice(dir + "/origin.img", {});
+  auto origin = OpenFileDevice(dir + "/origin.img", {});
   if (!origin.ok()) Die("origin", origin.status());
-  auto cache = OpenAioDevice(dir + "/cache.img", {});
+  auto cache = OpenFileDevice(dir + "/cache.img", {});
   if (!cache.ok()) Die("cache", cache.status());
   MetadataOptions mo;
   mo.create_if_missing = create;

@@ -1,32 +1,23 @@
 #include "cachecore/devices/aio_device.h"
 
-#include <fcntl.h>
 #include <libaio.h>
-#include <linux/falloc.h>
-#include <linux/fs.h>
-#include <sys/ioctl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <climits>
 #include <cerrno>
-#include <cstring>
 #include <semaphore>
 #include <thread>
 #include <vector>
+
+#include "devices/direct_file.h"
 
 namespace cachecore {
 
 namespace {
 
-Status ErrnoStatus(const std::string& what, int err) {
-  return Status::IoError(what + ": " + std::strerror(err));
-}
-
 // One caller's batch: the completion thread counts it down and wakes the caller.
 struct BatchWaiter {
-  std::atomic<size_t> remaining{0};
+  std::atomic<uint32_t> remaining{0};  // 32 bits: futex-waited directly
 };
 
 struct Slot {
@@ -37,13 +28,12 @@ struct Slot {
 
 class AioDevice : public BlockDevice {
  public:
-  AioDevice(int fd, bool is_block, uint64_t size, std::string identity, unsigned depth)
-      : fd_(fd), is_block_(is_block), size_(size), identity_(std::move(identity)),
-        slots_available_(static_cast<std::ptrdiff_t>(depth)) {}
+  AioDevice(DirectFile file, unsigned depth)
+      : file_(std::move(file)), fd_(file_.fd), slots_available_(static_cast<std::ptrdiff_t>(depth)) {}
 
   Status Start(unsigned depth) {
     int rc = io_setup(static_cast<int>(depth), &ctx_);
-    if (rc < 0) return ErrnoStatus("io_setup", -rc);
+    if (rc < 0) return ErrnoIoError("io_setup", -rc);
     reaper_ = std::thread([this] { ReapLoop(); });
     return Status::Ok();
   }
@@ -55,8 +45,8 @@ class AioDevice : public BlockDevice {
     close(fd_);
   }
 
-  uint64_t size_bytes() const override { return size_; }
-  std::string identity() const override { return identity_; }
+  uint64_t size_bytes() const override { return file_.size; }
+  std::string identity() const override { return file_.identity; }
   bool supports_discard() const override { return true; }
 
   Status SubmitAndWait(std::span<IoRequest> requests) override {
@@ -75,7 +65,7 @@ class AioDevice : public BlockDevice {
       r.status = CheckRequest(r);
       if (!r.status.ok()) continue;
       if (r.op == IoOp::kFlush || r.op == IoOp::kDiscard) {
-        r.status = r.op == IoOp::kFlush ? SyncNow() : DiscardNow(r.offset, r.length);
+        r.status = r.op == IoOp::kFlush ? SyncDirectFile(fd_) : DiscardDirectFile(file_, r.offset, r.length);
         continue;
       }
       Slot& s = slots[queued++];
@@ -96,7 +86,7 @@ class AioDevice : public BlockDevice {
   // Hands the batch to the kernel in as few io_submit calls as the queue depth
   // allows, then sleeps until the completion thread has counted it down.
   void SubmitSlots(Slot* slots, size_t count, BatchWaiter& waiter) {
-    waiter.remaining.store(count);
+    waiter.remaining.store(static_cast<uint32_t>(count));
     constexpr size_t kMaxPerCall = 64;
     iocb* batch[kMaxPerCall];
     size_t next = 0;
@@ -110,11 +100,11 @@ class AioDevice : public BlockDevice {
       for (size_t i = submitted; i < take; ++i) slots_available_.release();
       next += submitted;
       if (rc >= 0 || rc == -EAGAIN || rc == -EINTR) continue;
-      slots[next].request->status = ErrnoStatus("io_submit", -rc);  // fail this one, go on
+      slots[next].request->status = ErrnoIoError("io_submit", -rc);  // fail this one, go on
       ++next;
       waiter.remaining.fetch_sub(1);
     }
-    for (size_t left = waiter.remaining.load(); left != 0; left = waiter.remaining.load()) {
+    for (uint32_t left = waiter.remaining.load(); left != 0; left = waiter.remaining.load()) {
       waiter.remaining.wait(left);
     }
   }
@@ -133,7 +123,7 @@ class AioDevice : public BlockDevice {
     IoRequest* r = slot->request;
     long res = static_cast<long>(event.res);
     if (res < 0) {
-      r->status = ErrnoStatus(std::string("aio ") + IoOpName(r->op) + " at " +
+      r->status = ErrnoIoError(std::string("aio ") + IoOpName(r->op) + " at " +
                                   std::to_string(r->offset), static_cast<int>(-res));
     } else if (static_cast<uint64_t>(res) != r->length) {
       r->status = Status::IoError(std::string("short aio ") + IoOpName(r->op) + " at " +
@@ -144,81 +134,21 @@ class AioDevice : public BlockDevice {
     if (waiter->remaining.fetch_sub(1) == 1) waiter->remaining.notify_all();
   }
 
-  Status SyncNow() {
-    if (fdatasync(fd_) != 0) return ErrnoStatus("fdatasync", errno);
-    return Status::Ok();
-  }
-
-  Status DiscardNow(uint64_t offset, uint64_t length) {
-    if (is_block_) {
-      uint64_t range[2] = {offset, length};
-      if (ioctl(fd_, BLKDISCARD, range) == 0) return Status::Ok();
-      // A disk without discard support keeps the old data: callers decide.
-      return errno == EOPNOTSUPP ? Status::NotSupported("discard") : ErrnoStatus("BLKDISCARD", errno);
-    }
-    if (fallocate(fd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-                  static_cast<off_t>(offset), static_cast<off_t>(length)) == 0) {
-      return Status::Ok();
-    }
-    return errno == EOPNOTSUPP ? Status::NotSupported("discard") : ErrnoStatus("punch hole", errno);
-  }
-
+  DirectFile file_;
   int fd_;
-  bool is_block_;
-  uint64_t size_;
-  std::string identity_;
   io_context_t ctx_ = nullptr;
   std::counting_semaphore<> slots_available_;
   std::atomic<bool> stopping_{false};
   std::thread reaper_;
 };
 
-std::string RealPath(const std::string& path) {
-  char resolved[PATH_MAX];
-  if (realpath(path.c_str(), resolved) == nullptr) return path;
-  return resolved;
-}
-
 }  // namespace
 
 Result<std::unique_ptr<BlockDevice>> OpenAioDevice(const std::string& path,
                                                    const AioOptions& options) {
-  int flags = (options.read_only ? O_RDONLY : O_RDWR) | O_DIRECT | O_CLOEXEC;
-  struct stat before {};
-  // A block device is opened exclusively: one that is mounted or held by
-  // another program (another cache, LVM, md) is refused, not shared.
-  if (stat(path.c_str(), &before) == 0 && S_ISBLK(before.st_mode) && !options.read_only) {
-    flags |= O_EXCL;
-  }
-  int fd = open(path.c_str(), flags);
-  if (fd < 0 && errno == EBUSY) {
-    return Status::Busy(path + " is in use (mounted, or held by another program)");
-  }
-  if (fd < 0) return ErrnoStatus("cannot open " + path, errno);
-  struct stat st {};
-  if (fstat(fd, &st) != 0) {
-    int err = errno;
-    close(fd);
-    return ErrnoStatus("cannot stat " + path, err);
-  }
-  bool is_block = S_ISBLK(st.st_mode);
-  uint64_t size = static_cast<uint64_t>(st.st_size);
-  if (is_block && ioctl(fd, BLKGETSIZE64, &size) != 0) {
-    int err = errno;
-    close(fd);
-    return ErrnoStatus("cannot read the size of " + path, err);
-  }
-  if (!is_block && !S_ISREG(st.st_mode)) {
-    close(fd);
-    return Status::InvalidArgument(path + " is neither a block device nor a regular file");
-  }
-  if (size == 0 || size % kSectorSize != 0) {
-    close(fd);
-    return Status::InvalidArgument(path + " has a size of " + std::to_string(size) +
-                                   " bytes; it must be a non-zero multiple of 512");
-  }
-  std::string identity = (is_block ? "blkdev:" : "file:") + RealPath(path);
-  auto device = std::make_unique<AioDevice>(fd, is_block, size, identity, options.queue_depth);
+  Result<DirectFile> file = OpenDirectFile(path, options.read_only);
+  if (!file.ok()) return file.status();
+  auto device = std::make_unique<AioDevice>(std::move(file.value()), options.queue_depth);
   Status started = device->Start(options.queue_depth);
   if (!started.ok()) return started;
   return std::unique_ptr<BlockDevice>(std::move(device));

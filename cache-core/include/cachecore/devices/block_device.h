@@ -19,6 +19,7 @@
 #include <string>
 
 #include "cachecore/base/status.h"
+#include "cachecore/devices/reactor.h"
 
 namespace cachecore {
 
@@ -38,6 +39,28 @@ struct IoRequest {
   Status status;
 };
 
+struct AsyncIo;
+
+// What waits for an AsyncIo: IoDone runs once, with io.request.status set.
+class IoCompletion {
+ public:
+  virtual void IoDone(AsyncIo& io) = 0;
+
+ protected:
+  ~IoCompletion() = default;
+};
+
+// One request of BlockDevice::Submit. The caller owns it, and the buffer,
+// until IoDone; a device may use the rest while the request runs.
+struct AsyncIo final : ReactorOp {
+  IoRequest request;
+  IoCompletion* done = nullptr;
+  int fd = -1;  // the device's, while on a reactor
+  // The reactor's completion: the request's status from `result`, then
+  // IoDone (devices/uring_device.cc).
+  void OnComplete(int result) override;
+};
+
 class BlockDevice {
  public:
   virtual ~BlockDevice() = default;
@@ -55,6 +78,13 @@ class BlockDevice {
   // order) and returns when all have completed. Returns the first failure; each
   // request's own status tells which failed.
   virtual Status SubmitAndWait(std::span<IoRequest> requests) = 0;
+
+  // Starts one request; `done` is io.done. On a reactor's thread
+  // (cachecore/devices/reactor.h) a device that can (io_uring) runs it on
+  // that reactor and IoDone runs there later, on the same thread; otherwise
+  // (and by default) the request runs to completion and IoDone runs before
+  // Submit returns.
+  virtual void Submit(AsyncIo& io);
 
   Status Read(uint64_t offset, void* buffer, uint64_t length);
   Status Write(uint64_t offset, const void* buffer, uint64_t length);

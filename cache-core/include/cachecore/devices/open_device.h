@@ -1,6 +1,6 @@
 // OpenOriginDevice: an origin by what the user named: an NBD URI (a network
-// volume, cachecore/nbd_device.h) or a file or block device (libaio,
-// cachecore/aio_device.h).
+// volume, cachecore/nbd_device.h) or a file or block device (io_uring or libaio,
+// cachecore/devices/file_device.h).
 #pragma once
 
 #include <memory>

@@ -1,0 +1,95 @@
+// Reactor: an event loop on one thread with an io_uring of its own. Front
+// ends run their sockets on it and the engine its devices' I/O (a device
+// that can, UringDevice, submits on the reactor of the calling thread), so
+// one thread keeps many requests in flight and sleeps only when all of them
+// wait. Completions run on the reactor's thread, in the order the kernel
+// reports them.
+//
+// Threads: Run() on one thread; Read/Write/Recv/SendMsg/Fsync only on that
+// thread (from a completion or a posted task); Post and Stop from anywhere.
+#pragma once
+
+#include <sys/socket.h>
+
+#include <cstdint>
+#include <memory>
+
+#include "cachecore/base/status.h"
+
+struct io_uring_sqe;  // liburing's; only reactor.cc sees the ring
+
+namespace cachecore {
+
+// What waits for one operation. The reactor calls OnComplete once, on its
+// thread, with what the kernel returned (bytes moved, or -errno).
+class ReactorOp {
+ public:
+  virtual void OnComplete(int result) = 0;
+
+ protected:
+  ~ReactorOp() = default;
+};
+
+// Work handed to the reactor from another thread. Intrusive (the reactor
+// links it): posting allocates nothing. The poster owns it; it must stay
+// until Run() has been called.
+class ReactorTask {
+ public:
+  virtual void Run() = 0;
+
+ protected:
+  ~ReactorTask() = default;
+
+ private:
+  friend class Reactor;
+  ReactorTask* next_ = nullptr;
+};
+
+class Reactor {
+ public:
+  // `entries`: submission queue size (a power of two); more operations may
+  // be in flight, the queue only holds those not yet handed to the kernel.
+  static Result<std::unique_ptr<Reactor>> Create(unsigned entries = 256);
+  ~Reactor();
+  Reactor(const Reactor&) = delete;
+  Reactor& operator=(const Reactor&) = delete;
+
+  // The reactor whose Run() is on this thread, or nullptr.
+  static Reactor* Current();
+
+  // Operations (this reactor's thread only). Buffers, `msg` and `op` must
+  // stay until op->OnComplete. Offsets are file offsets; Recv and SendMsg
+  // are on sockets (MSG_NOSIGNAL: a closed peer is an error, not a signal).
+  void Read(int fd, void* buffer, uint32_t length, uint64_t offset, ReactorOp* op);
+  void Write(int fd, const void* buffer, uint32_t length, uint64_t offset, ReactorOp* op);
+  void Recv(int fd, void* buffer, uint32_t length, ReactorOp* op);
+  void SendMsg(int fd, const msghdr* msg, ReactorOp* op);
+  void Fsync(int fd, ReactorOp* op);  // fdatasync
+
+  // Any thread: runs task->Run() on the reactor's thread, soon. The poster
+  // makes sure Run() is still going to run it (a task posted after Run()
+  // returned never runs): a session counts its requests until they are
+  // answered, and stops only then.
+  void Post(ReactorTask* task);
+  // Serves completions and posted tasks until Stop() was called and no
+  // operation is in flight (their buffers are then free to go).
+  void Run();
+  // Any thread.
+  void Stop();
+  // Operations submitted and not yet completed (this reactor's thread).
+  uint64_t in_flight() const { return in_flight_; }
+
+ private:
+  struct State;  // reactor.cc: the ring, the waker, the posted tasks
+  explicit Reactor(std::unique_ptr<State> state);
+  io_uring_sqe* NextSqe();
+  void Prepared(io_uring_sqe* sqe, ReactorOp* op);
+  void RunPosted();
+  void ArmWaker();
+  void Stash();
+  void RunStashed();
+  std::unique_ptr<State> state_;
+  uint64_t in_flight_ = 0;
+};
+
+}  // namespace cachecore

@@ -1,6 +1,8 @@
 #include "support/fault_device.h"
 
+#include <algorithm>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <random>
 #include <vector>
@@ -19,8 +21,18 @@ unsigned MaskOf(IoOp op) {
 }
 }  // namespace
 
+class FaultDevice::Drain final : public ReactorTask {
+ public:
+  explicit Drain(FaultDevice* device) : device_(device) {}
+  void Run() override { device_->RunDeferred(); }
+
+ private:
+  FaultDevice* device_;
+};
+
 struct FaultDevice::State {
-  explicit State(bool volatile_cache, uint64_t seed) : volatile_cache(volatile_cache), rng(seed) {}
+  explicit State(bool volatile_cache, uint64_t seed)
+      : order_rng(seed ^ 0x5eed), volatile_cache(volatile_cache), rng(seed) {}
 
   // An acknowledged write that has not been flushed yet: it lives only here
   // until Flush() moves it to the target or PowerCut() drops it.
@@ -30,6 +42,14 @@ struct FaultDevice::State {
   };
 
   std::mutex mu;
+  // Requests kept back for out-of-order completion (CompleteOutOfOrder),
+  // under their own mutex: they run, calling Execute, with it released.
+  std::mutex deferred_mu;
+  bool reorder = false;
+  std::vector<AsyncIo*> deferred;
+  bool drain_posted = false;
+  std::unique_ptr<Drain> drain;
+  std::mt19937_64 order_rng;  // under deferred_mu
   bool volatile_cache;
   std::mt19937_64 rng;
   std::vector<PendingWrite> pending;
@@ -68,6 +88,45 @@ Status FaultDevice::SubmitAndWait(std::span<IoRequest> requests) {
     if (!r.status.ok() && first.ok()) first = r.status;
   }
   return first;
+}
+
+void FaultDevice::CompleteOutOfOrder(bool on) {
+  std::lock_guard lock(state_->deferred_mu);
+  state_->reorder = on;
+  if (!state_->drain) state_->drain = std::make_unique<Drain>(this);
+}
+
+void FaultDevice::Submit(AsyncIo& io) {
+  Reactor* reactor = Reactor::Current();
+  {
+    std::lock_guard lock(state_->deferred_mu);
+    if (state_->reorder && reactor != nullptr) {
+      state_->deferred.push_back(&io);
+      if (!state_->drain_posted) {
+        state_->drain_posted = true;
+        reactor->Post(state_->drain.get());  // one reactor per device in these tests
+      }
+      return;
+    }
+  }
+  BlockDevice::Submit(io);
+}
+
+// Runs the kept-back requests in a shuffled order, each completed right
+// after it ran; those their completions submit wait for the next round.
+void FaultDevice::RunDeferred() {
+  std::vector<AsyncIo*> batch;
+  {
+    std::lock_guard lock(state_->deferred_mu);
+    batch.swap(state_->deferred);
+    state_->drain_posted = false;
+    std::shuffle(batch.begin(), batch.end(), state_->order_rng);
+  }
+  for (AsyncIo* io : batch) {
+    io->request.status = CheckRequest(io->request);
+    if (io->request.status.ok()) io->request.status = Execute(io->request);
+    io->done->IoDone(*io);
+  }
 }
 
 // The volatile cache is held under one mutex for the whole operation: this

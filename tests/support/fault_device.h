@@ -38,6 +38,12 @@ class FaultDevice : public BlockDevice {
   std::string identity() const override;
   bool supports_discard() const override;
   Status SubmitAndWait(std::span<IoRequest> requests) override;
+  // With CompleteOutOfOrder on, a request submitted on a reactor is kept
+  // back and run and completed later, in a random order among those kept
+  // (by a task posted to that reactor): completions come in any order, as
+  // a real device's do. Otherwise it runs now, inline.
+  void Submit(AsyncIo& io) override;
+  void CompleteOutOfOrder(bool on);
 
   // The nth matching operation from now (1 = the next one) fails once.
   void FailNth(unsigned ops, uint64_t n);
@@ -55,7 +61,9 @@ class FaultDevice : public BlockDevice {
 
  private:
   struct State;
+  class Drain;
   Status Execute(IoRequest& request);
+  void RunDeferred();
   Status LandPending();  // writes every unsynced write to the target
   BlockDevice* target_;
   std::unique_ptr<State> state_;

@@ -135,6 +135,7 @@ Engine::Impl::Impl(const EngineDevices& devices, const EngineConfig& cfg, const 
       pin_limit_lines(uint64_t{capacity} * kPinLimitPct / 100), heat(id.origin_size, id.line_size) {}
 
 Engine::Impl::~Impl() {
+  workers.reset();  // runs what is queued (nothing, once the caller stopped its I/O)
   StopMover();
   StopCleaner();
 }
@@ -269,7 +270,6 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineDevices& d, const Engin
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
-namespace {
 Status CheckRange(const Engine::Impl& impl, uint64_t offset, uint64_t length) {
   if (impl.shut_down.load()) return Status::Busy("the cache is shut down");
   if (length == 0 || offset % kSectorSize != 0 || length % kSectorSize != 0) {
@@ -289,6 +289,8 @@ Status RefuseIfMetadataFailed(const Engine::Impl& impl) {
   return impl.dev.metadata->failed() ? impl.dev.metadata->failure() : Status::Ok();
 }
 
+namespace {
+
 // Hit and miss counters of one direction (reads or writes).
 struct DirectionCounters {
   std::atomic<uint64_t>& hits;
@@ -298,16 +300,6 @@ struct DirectionCounters {
   std::atomic<uint64_t>& miss_requests;
 };
 
-// Whether a request is part of a sequential stream past the cutoff (the
-// stream detector sees every request). What does not bypass is heat for
-// placement; a stream past the cutoff is no candidate for it either.
-bool Bypass(Engine::Impl& impl, uint64_t offset, uint64_t length) {
-  bool bypass = impl.admission.SequentialBypass(offset, length);
-  if (bypass) LiveStats::Bump(impl.stats.bypassed);
-  else impl.heat.Record(offset, length);
-  return bypass;
-}
-
 void CountOutcome(const Engine::Impl::Tally& tally, const DirectionCounters& counters) {
   LiveStats::Bump(counters.hits, tally.hits);
   LiveStats::Bump(counters.misses, tally.misses);
@@ -316,61 +308,88 @@ void CountOutcome(const Engine::Impl::Tally& tally, const DirectionCounters& cou
 }
 }  // namespace
 
-Status Engine::Read(uint64_t offset, void* buffer, uint64_t length) {
-  CACHECORE_RETURN_IF_ERROR(CheckRange(*impl_, offset, length));
-  LiveStats& st = impl_->stats;
-  auto* out = static_cast<uint8_t*>(buffer);
-  const bool bypass = Bypass(*impl_, offset, length);
-  Impl::Tally tally;
+// The stream detector sees every request. What does not bypass is heat for
+// placement; a stream past the cutoff is no candidate for it either.
+bool Engine::Impl::BypassAndHeat(uint64_t offset, uint64_t length) {
+  bool bypass = admission.SequentialBypass(offset, length);
+  if (bypass) LiveStats::Bump(stats.bypassed);
+  else heat.Record(offset, length);
+  return bypass;
+}
+
+Status Engine::Impl::ReadRequest(uint64_t offset, uint8_t* out, uint64_t length, bool bypass) {
+  Tally tally;
   Status s = Status::Ok();
-  if (!impl_->ReadBatch(offset, out, length, bypass, tally, s)) {
-    s = ForEachSegment(offset, length, impl_->line_size, [&](const Segment& seg, uint64_t at) {
-      return impl_->ReadSegment(seg, out + at, bypass, tally);
+  if (!ReadBatch(offset, out, length, bypass, tally, s)) {
+    s = ForEachSegment(offset, length, line_size, [&](const Segment& seg, uint64_t at) {
+      return ReadSegment(seg, out + at, bypass, tally);
     });
   }
-  CountOutcome(tally, {st.read_hits, st.read_misses, st.read_full, st.read_partial, st.read_miss_req});
+  CountReads(tally);
   return s;
+}
+
+Status Engine::Impl::WriteRequest(uint64_t offset, const uint8_t* in, uint64_t length, bool fua,
+                                  bool bypass) {
+  CACHECORE_RETURN_IF_ERROR(RefuseIfMetadataFailed(*this));
+  Tally tally;
+  Status s = Status::Ok();
+  if (!WriteBackBatch(offset, in, length, bypass, tally, s)) {
+    s = ForEachSegment(offset, length, line_size, [&](const Segment& seg, uint64_t at) {
+      return WriteSegment(seg, in + at, bypass, tally);
+    });
+  }
+  CountOutcome(tally, {stats.write_hits, stats.write_misses, stats.write_full, stats.write_partial,
+                       stats.write_miss_req});
+  if (s.ok() && fua) s = SyncAll();
+  return s;
+}
+
+void Engine::Impl::CountReads(const Tally& tally) {
+  CountOutcome(tally, {stats.read_hits, stats.read_misses, stats.read_full, stats.read_partial,
+                       stats.read_miss_req});
+}
+
+Status Engine::Read(uint64_t offset, void* buffer, uint64_t length) {
+  CACHECORE_RETURN_IF_ERROR(CheckRange(*impl_, offset, length));
+  const bool bypass = impl_->BypassAndHeat(offset, length);
+  return impl_->ReadRequest(offset, static_cast<uint8_t*>(buffer), length, bypass);
 }
 
 Status Engine::Write(uint64_t offset, const void* buffer, uint64_t length, bool fua) {
   CACHECORE_RETURN_IF_ERROR(CheckRange(*impl_, offset, length));
   CACHECORE_RETURN_IF_ERROR(RefuseIfMetadataFailed(*impl_));
-  LiveStats& st = impl_->stats;
-  const auto* in = static_cast<const uint8_t*>(buffer);
-  const bool bypass = Bypass(*impl_, offset, length);
-  Impl::Tally tally;
-  Status s = Status::Ok();
-  if (!impl_->WriteBackBatch(offset, in, length, bypass, tally, s)) {
-    s = ForEachSegment(offset, length, impl_->line_size, [&](const Segment& seg, uint64_t at) {
-      return impl_->WriteSegment(seg, in + at, bypass, tally);
-    });
-  }
-  CountOutcome(tally, {st.write_hits, st.write_misses, st.write_full, st.write_partial, st.write_miss_req});
-  if (s.ok() && fua) s = impl_->SyncAll();
+  const bool bypass = impl_->BypassAndHeat(offset, length);
+  return impl_->WriteRequest(offset, static_cast<const uint8_t*>(buffer), length, fua, bypass);
+}
+
+Status Engine::Impl::DiscardRequest(uint64_t offset, uint64_t length) {
+  CACHECORE_RETURN_IF_ERROR(CheckRange(*this, offset, length));
+  CACHECORE_RETURN_IF_ERROR(RefuseIfMetadataFailed(*this));
+  CACHECORE_RETURN_IF_ERROR(ForEachSegment(offset, length, line_size,
+      [&](const Segment& seg, uint64_t) { return DiscardSegment(seg); }));
+  if (!dev.origin->supports_discard()) return Status::Ok();
+  // The dropped lines' records must be gone for good before the origin
+  // changes under them (see AnnounceOverwrite).
+  CACHECORE_RETURN_IF_ERROR(SyncMetadata());
+  slots.WaitWhileCleaning(offset / line_size, (offset + length - 1) / line_size);
+  Status s = dev.origin->Discard(offset, length);
+  if (s.code() == StatusCode::kNotSupported) return Status::Ok();  // a hint the origin may ignore
+  if (!s.ok()) LiveStats::Bump(stats.origin_write_err);
   return s;
+}
+
+Status Engine::Impl::SyncRequest() {
+  if (shut_down.load()) return Status::Busy("the cache is shut down");
+  CACHECORE_RETURN_IF_ERROR(RefuseIfMetadataFailed(*this));
+  return SyncAll();
 }
 
 Status Engine::Discard(uint64_t offset, uint64_t length) {
-  CACHECORE_RETURN_IF_ERROR(CheckRange(*impl_, offset, length));
-  CACHECORE_RETURN_IF_ERROR(RefuseIfMetadataFailed(*impl_));
-  CACHECORE_RETURN_IF_ERROR(ForEachSegment(offset, length, impl_->line_size,
-      [&](const Segment& seg, uint64_t) { return impl_->DiscardSegment(seg); }));
-  if (!impl_->dev.origin->supports_discard()) return Status::Ok();
-  // The dropped lines' records must be gone for good before the origin
-  // changes under them (see AnnounceOverwrite).
-  CACHECORE_RETURN_IF_ERROR(impl_->SyncMetadata());
-  impl_->slots.WaitWhileCleaning(offset / impl_->line_size, (offset + length - 1) / impl_->line_size);
-  Status s = impl_->dev.origin->Discard(offset, length);
-  if (s.code() == StatusCode::kNotSupported) return Status::Ok();  // a hint the origin may ignore
-  if (!s.ok()) LiveStats::Bump(impl_->stats.origin_write_err);
-  return s;
+  return impl_->DiscardRequest(offset, length);
 }
 
-Status Engine::Sync() {
-  if (impl_->shut_down.load()) return Status::Busy("the cache is shut down");
-  CACHECORE_RETURN_IF_ERROR(RefuseIfMetadataFailed(*impl_));
-  return impl_->SyncAll();
-}
+Status Engine::Sync() { return impl_->SyncRequest(); }
 
 Status Engine::Flush(const FlushProgress& progress) {
   MutexLock lock(impl_->manage_mu);
@@ -447,6 +466,7 @@ const CacheIdentity& Engine::identity() const { return impl_->identity; }
 Status Engine::Shutdown() {
   MutexLock lock(impl_->manage_mu);
   if (impl_->shut_down.load()) return Status::Ok();
+  impl_->DrainWorkers();  // asynchronous requests taken complete first, and are synced below
   impl_->StopMover();
   impl_->StopCleaner();
   Status s = impl_->SyncAll();

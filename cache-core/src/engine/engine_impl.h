@@ -13,6 +13,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <span>
@@ -25,12 +26,15 @@
 #include "placement/heat_map.h"
 #include "placement/line_intervals.h"
 #include "placement/movement_log.h"
+#include "base/stripe_lock.h"
 #include "base/thread_annotations.h"
 
 namespace cachecore {
 
 constexpr uint32_t kBlockSize = 4096;
-constexpr size_t kStripes = 1024;
+// Enough stripes that requests on unrelated lines rarely share one (a
+// 64 KiB request over 4 KiB lines holds 16): 4 bytes each.
+constexpr size_t kStripes = 65536;
 
 // One line's share of a request: origin line, byte range within the line.
 struct Segment {
@@ -45,6 +49,9 @@ struct Segment {
 struct LineBatch;  // engine_batch.cc
 struct CleanJob;   // engine_cleaner.cc
 struct MoverState;  // engine_mover.cc
+class AsyncWorkers;  // engine_async.cc
+struct HitPool;      // engine_async.cc
+struct AsyncHit;     // engine_async.cc
 
 struct Engine::Impl {
   Impl(const EngineDevices& devices, const EngineConfig& config, const CacheIdentity& identity);
@@ -59,7 +66,7 @@ struct Engine::Impl {
   }
   // Origin lines, the last one maybe cut short by the origin's end.
   uint64_t OriginLines() const { return (identity.origin_size + line_size - 1) / line_size; }
-  std::mutex& StripeOf(uint64_t line) { return stripes[StripeIndex(line)]; }
+  StripeLock& StripeOf(uint64_t line) { return stripes[StripeIndex(line)]; }
   static size_t StripeIndex(uint64_t line) { return (line * 0x9E3779B97F4A7C15ull >> 32) % kStripes; }
   CacheMode EffectiveMode() const {
     return failed.load() ? CacheMode::kPassThrough : mode.load();
@@ -82,10 +89,41 @@ struct Engine::Impl {
   Status ApplyRecords(MetadataStore::Batch& batch, bool sync);
   void CountCacheError(std::atomic<uint64_t>& counter);
 
-  // ---- I/O (engine_io.cc)
+  // ---- requests (engine.cc; engine_async.cc for the asynchronous ones)
   struct Tally {
     uint64_t hits = 0, misses = 0;
   };
+  // Whether the request bypasses the cache as part of a sequential stream
+  // past the cutoff (counted); otherwise its range is heat for placement.
+  // Once per request: the stream detector sees each one.
+  bool BypassAndHeat(uint64_t offset, uint64_t length);
+  // A checked read or write, its bypass decided: batched when it can be,
+  // line by line otherwise, counted into the stats.
+  Status ReadRequest(uint64_t offset, uint8_t* out, uint64_t length, bool bypass);
+  Status WriteRequest(uint64_t offset, const uint8_t* in, uint64_t length, bool fua, bool bypass);
+  Status DiscardRequest(uint64_t offset, uint64_t length);  // checks its range
+  Status SyncRequest();
+  void CountReads(const Tally& tally);
+  // A read that hits in full, served on the calling reactor (engine_async.cc).
+  // False, with nothing done, when it does not apply.
+  bool TryReadHitAsync(uint64_t offset, uint8_t* out, uint64_t length, bool bypass,
+                       EngineCompletion* done);
+  // Its steps: the lines' stripes without waiting (false: one is busy, none
+  // held); whether every block is cached; the cache reads; once they land,
+  // the checksums, the stripes let go, and the completion (or the workers,
+  // when a block is not proven).
+  bool TryHoldStripes(AsyncHit& hit);
+  void ReleaseStripes(const AsyncHit& hit);
+  bool AllBlocksCached(AsyncHit& hit);
+  void PlanHitReads(AsyncHit& hit);
+  bool HitBlocksProven(const AsyncHit& hit);
+  void FinishReadHit(AsyncHit& hit);
+  // The engine's workers (engine_async.cc), started on first use.
+  AsyncWorkers& Workers();
+  // Waits until the workers have nothing queued or running (if started).
+  void DrainWorkers();
+
+  // ---- I/O of one line segment (engine_io.cc)
   Status ReadSegment(const Segment& seg, uint8_t* out, bool bypass, Tally& tally);
   Status WriteSegment(const Segment& seg, const uint8_t* in, bool bypass, Tally& tally);
   // ---- requests over several lines as batches (engine_batch.cc)
@@ -231,7 +269,7 @@ struct Engine::Impl {
   Mutex dirty_map_io;  // one map write at a time
   std::atomic<uint64_t> sync_mark_written{0};
 
-  std::array<std::mutex, kStripes> stripes;
+  std::array<StripeLock, kStripes> stripes;
 
   std::atomic<CacheMode> mode;
   // Cleaner settings, changeable while running (Engine::SetCleaner).
@@ -262,7 +300,24 @@ struct Engine::Impl {
   std::condition_variable mover_cv;
   bool mover_stop GUARDED_BY(mover_mu) = false;
   std::thread mover;
+
+  // Asynchronous requests (engine_async.cc; deleted there, where the types
+  // are whole). ~Impl stops the workers before anything else.
+  struct AsyncDeleter {
+    void operator()(AsyncWorkers* workers) const;
+    void operator()(HitPool* pool) const;
+  };
+  std::once_flag workers_started;
+  std::unique_ptr<AsyncWorkers, AsyncDeleter> workers;
+  std::unique_ptr<HitPool, AsyncDeleter> hit_pool;
 };
+
+// A request's range: kBusy once shut down, kInvalidArgument unless whole
+// sectors, kOutOfRange past the volume.
+Status CheckRange(const Engine::Impl& impl, uint64_t offset, uint64_t length);
+// After a metadata write or sync failed: the store's failure (nothing that
+// changes what the cache holds is accepted then); OK otherwise.
+Status RefuseIfMetadataFailed(const Engine::Impl& impl);
 
 // Runs fn(segment, byte offset in the request) for each line the range touches.
 template <typename Fn>

@@ -40,7 +40,7 @@ class StripeVictims : public VictimHandler {
   Engine::Impl& im_;
   std::span<const size_t> held_;
   std::span<const Segment> keep_;
-  std::mutex* taken_ = nullptr;
+  StripeLock* taken_ = nullptr;
 };
 
 }  // namespace

@@ -76,10 +76,10 @@ void CompareRecord(const Engine::Impl& im, uint64_t slot, const LineRecord& r, P
 
 // Every stripe (in index order, as batches take them): no segment is
 // between its RAM change and its record, and the background threads wait.
-std::vector<std::unique_lock<std::mutex>> HoldEveryStripe(Engine::Impl& im) {
-  std::vector<std::unique_lock<std::mutex>> held;
+std::vector<std::unique_lock<StripeLock>> HoldEveryStripe(Engine::Impl& im) {
+  std::vector<std::unique_lock<StripeLock>> held;
   held.reserve(kStripes);
-  for (std::mutex& m : im.stripes) held.emplace_back(m);
+  for (StripeLock& m : im.stripes) held.emplace_back(m);
   return held;
 }
 

@@ -43,6 +43,20 @@ struct EngineConfig {
   // left unused, and discarded once, so the SSD keeps spare blocks for
   // writes (over-provisioning). The superblock's line count keeps it.
   uint32_t overprovision_pct = 0;
+  // Threads that run the asynchronous requests a reactor does not serve
+  // itself (see Engine::ReadAsync); started on the first such request.
+  uint32_t workers = 32;
+};
+
+// The completion of an asynchronous request: Done runs once, with the
+// request's outcome, on the reactor that submitted it or on one of the
+// engine's workers (so it must be safe from any thread).
+class EngineCompletion {
+ public:
+  virtual void Done(Status status) = 0;
+
+ protected:
+  ~EngineCompletion() = default;
 };
 
 // Cleaning progress, for Flush(): dirty lines left and at the start.
@@ -89,6 +103,18 @@ class Engine {
   // staged. After a failed Read the buffer's contents are undefined.
   Status Read(uint64_t offset, void* buffer, uint64_t length);
   Status Write(uint64_t offset, const void* buffer, uint64_t length, bool fua = false);
+  // Asynchronous requests, for front ends on reactors
+  // (cachecore/devices/reactor.h): each returns at once and `done` runs
+  // when the request completes; the buffer must stay until then. A read
+  // that hits in full, called on a reactor, is served there (its cache
+  // reads in flight beside the reactor's other I/O); every other request
+  // runs on the engine's workers, as Read, Write, Discard and Sync would.
+  // Same outcomes, counters and durability as those calls.
+  void ReadAsync(uint64_t offset, void* buffer, uint64_t length, EngineCompletion* done);
+  void WriteAsync(uint64_t offset, const void* buffer, uint64_t length, bool fua,
+                  EngineCompletion* done);
+  void DiscardAsync(uint64_t offset, uint64_t length, EngineCompletion* done);
+  void SyncAsync(EngineCompletion* done);
   // Drops cached copies of the range and passes the discard to the origin
   // when it supports it. Dirty data in the range is dropped too.
   Status Discard(uint64_t offset, uint64_t length);

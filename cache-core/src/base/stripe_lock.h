@@ -1,0 +1,75 @@
+// StripeLock: the engine's per-stripe cell lock, held across the I/O of the
+// lines hashing to the stripe. Exclusive for anything that may change a
+// line (the synchronous paths, the cleaner, the mover, eviction); shared,
+// and only ever tried, for reads served on a reactor, so that hits on one
+// line run side by side. Unlike std::mutex it belongs to no thread: it may
+// be released by another thread than the one that took it, and a try by its
+// holder simply fails (std::mutex leaves both undefined). A futex on 32
+// bits: uncontended, each step is one atomic operation; a waiter sleeps in
+// the kernel. Not a public header.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+namespace cachecore {
+
+class StripeLock {
+ public:
+  StripeLock() = default;
+  StripeLock(const StripeLock&) = delete;
+  StripeLock& operator=(const StripeLock&) = delete;
+
+  // A failed try while only shared holders are in marks the stripe wanted,
+  // so that new shared tries stay away and a later try gets in: hits that
+  // overlap without end would otherwise keep the cleaner and eviction out.
+  // The mark goes with the next exclusive unlock (a hit that finds it runs
+  // on the workers, whose exclusive lock clears it).
+  bool try_lock() {
+    uint32_t s = state_.load(std::memory_order_relaxed);
+    if ((s & ~kWaiting) == 0 &&
+        state_.compare_exchange_strong(s, s | kWriter, std::memory_order_acquire)) {
+      return true;
+    }
+    if ((s & kReaders) != 0 && !(s & kWriter)) state_.fetch_or(kWaiting, std::memory_order_relaxed);
+    return false;
+  }
+  void lock() {
+    uint32_t s = state_.load(std::memory_order_relaxed);
+    while (true) {
+      if ((s & ~kWaiting) == 0) {
+        // Keeps the waiting mark: others may sleep still, the unlock wakes them.
+        if (state_.compare_exchange_weak(s, s | kWriter, std::memory_order_acquire)) return;
+      } else if (!(s & kWaiting)) {
+        // Marks that someone sleeps, so the holder's release wakes it (and
+        // so that new shared holders stay away: a writer is not starved).
+        state_.compare_exchange_weak(s, s | kWaiting, std::memory_order_relaxed);
+      } else {
+        state_.wait(s, std::memory_order_relaxed);
+        s = state_.load(std::memory_order_relaxed);
+      }
+    }
+  }
+  void unlock() {
+    if (state_.exchange(0, std::memory_order_release) & kWaiting) state_.notify_all();
+  }
+
+  // Shared: fails when a writer holds the stripe or waits for it.
+  bool try_lock_shared() {
+    uint32_t s = state_.load(std::memory_order_relaxed);
+    while ((s & (kWriter | kWaiting)) == 0) {
+      if (state_.compare_exchange_weak(s, s + 1, std::memory_order_acquire)) return true;
+    }
+    return false;
+  }
+  void unlock_shared() {
+    uint32_t old = state_.fetch_sub(1, std::memory_order_release);
+    if ((old & kReaders) == 1 && (old & kWaiting)) state_.notify_all();
+  }
+
+ private:
+  static constexpr uint32_t kWriter = 1u << 31, kWaiting = 1u << 30, kReaders = kWaiting - 1;
+  std::atomic<uint32_t> state_{0};
+};
+
+}  // namespace cachecore

@@ -13,16 +13,36 @@ namespace {
 constexpr uint32_t kZeroChunk = 1 << 20;
 }  // namespace
 
-Status WriteZeroes(BlockBackend& backend, uint64_t offset, uint64_t length, bool fua) {
-  // Never freed: serving threads may still be writing from it at exit.
+const void* ZeroChunk() {
   static const cachecore::AlignedBuffer* zeros = new cachecore::AlignedBuffer(kZeroChunk);
+  return zeros->data();
+}
+
+uint32_t ZeroChunkBytes() { return kZeroChunk; }
+
+Status WriteZeroes(BlockBackend& backend, uint64_t offset, uint64_t length, bool fua) {
   for (uint64_t done = 0; done < length;) {
     uint64_t n = std::min<uint64_t>(kZeroChunk, length - done);
     bool last = done + n == length;
-    CACHECORE_RETURN_IF_ERROR(backend.Write(offset + done, zeros->data(), n, fua && last));
+    CACHECORE_RETURN_IF_ERROR(backend.Write(offset + done, ZeroChunk(), n, fua && last));
     done += n;
   }
   return Status::Ok();
+}
+
+void BlockBackend::ReadAsync(uint64_t offset, void* buffer, uint64_t length, Completion* done) {
+  done->Done(Read(offset, buffer, length));
+}
+
+void BlockBackend::WriteAsync(uint64_t offset, const void* buffer, uint64_t length, bool fua,
+                              Completion* done) {
+  done->Done(Write(offset, buffer, length, fua));
+}
+
+void BlockBackend::FlushAsync(Completion* done) { done->Done(Flush()); }
+
+void BlockBackend::TrimAsync(uint64_t offset, uint64_t length, Completion* done) {
+  done->Done(Trim(offset, length));
 }
 
 int ErrnoOf(const Status& s) {

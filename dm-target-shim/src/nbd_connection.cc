@@ -8,6 +8,7 @@
 #include <cstring>
 #include <thread>
 
+#include "nbd_async.h"
 #include "nbd_protocol.h"
 #include "shim/socket_io.h"
 
@@ -19,21 +20,6 @@ using cachecore::AlignedBuffer;
 namespace {
 constexpr uint32_t kMaxOptionLength = 64 * 1024;
 
-// A simple reply's error is one of the protocol's own values (doc/proto.md
-// lists EPERM, EIO, ENOMEM, EINVAL, ENOSPC, EOVERFLOW, ENOTSUP, ESHUTDOWN),
-// numbered as on Linux whatever the host's errno values are. EBUSY has no
-// value there: the engine is busy on the data path only once it is shut
-// down, which is what ESHUTDOWN tells a client.
-uint32_t NbdErrorOf(int err) {
-  switch (err) {
-    case 0: return 0;
-    case EINVAL: return kEinval;
-    case ENOSPC: return kEnospc;
-    case EBUSY: return kEshutdown;
-    case EOPNOTSUPP: return kEnotsup;
-    default: return kEio;
-  }
-}
 }  // namespace
 
 struct NbdRequest {
@@ -55,6 +41,9 @@ void NbdConnection::Interrupt() { shutdown(fd_, SHUT_RDWR); }
 
 void NbdConnection::Serve() {
   if (handshake_ && !Handshake()) return;
+  // On a reactor when the backend can complete requests without blocking;
+  // with serving threads when it cannot (or io_uring cannot be set up).
+  if (backend_->asynchronous() && NbdAsyncSession(fd_, backend_).Run().ok()) return;
   // Requests in flight finish before the connection goes (the threads are
   // joined): a client that vanished mid-write still gets its write
   // completed, whole.
@@ -168,12 +157,7 @@ uint16_t NbdConnection::TransmissionFlags() const {
 }
 
 uint32_t NbdConnection::CheckRange(uint16_t type, uint64_t offset, uint32_t length) const {
-  if (type == kCmdFlush) return 0;
-  if (length == 0 || offset % 512 != 0 || length % 512 != 0) return kEinval;
-  if (offset > backend_->size() || length > backend_->size() - offset) {
-    return type == kCmdRead ? kEinval : kEnospc;
-  }
-  return 0;
+  return CheckNbdRange(type, offset, length, backend_->size());
 }
 
 void NbdConnection::ServeRequests() {

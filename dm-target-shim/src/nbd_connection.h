@@ -1,9 +1,8 @@
-// One NBD client connection: the handshake, then a set of serving threads
+// One NBD client connection: the handshake, then, over an asynchronous
+// backend, a reactor (nbd_async.h). Otherwise a set of serving threads
 // that take turns reading the next request from the socket (one at a
 // time, under a lock), then each runs the request it read and sends its
-// reply as it completes. No hand-off between threads on the way: on a
-// loaded machine the switch from a reader to a worker cost more than the
-// cache's own work on a hit.
+// reply as it completes.
 #pragma once
 
 #include <mutex>

@@ -1,6 +1,7 @@
 // NBD wire constants (doc/proto.md), big-endian on the wire.
 #pragma once
 
+#include <cerrno>
 #include <cstdint>
 
 namespace shim::nbd {
@@ -60,5 +61,30 @@ constexpr uint32_t kEinval = 22;
 constexpr uint32_t kEnospc = 28;
 constexpr uint32_t kEnotsup = 95;
 constexpr uint32_t kEshutdown = 108;
+
+// A simple reply's error is one of the protocol's own values (doc/proto.md
+// lists EPERM, EIO, ENOMEM, EINVAL, ENOSPC, EOVERFLOW, ENOTSUP, ESHUTDOWN),
+// numbered as on Linux whatever the host's errno values are. EBUSY has no
+// value there: the engine is busy on the data path only once it is shut
+// down, which is what ESHUTDOWN tells a client.
+inline uint32_t NbdErrorOf(int err) {
+  switch (err) {
+    case 0: return 0;
+    case EINVAL: return kEinval;
+    case ENOSPC: return kEnospc;
+    case EBUSY: return kEshutdown;
+    case EOPNOTSUPP: return kEnotsup;
+    default: return kEio;
+  }
+}
+
+// A request's range against a device of `size` bytes: 0 when fine, else
+// the protocol errno (a write past the end is ENOSPC, as the spec asks).
+inline uint32_t CheckNbdRange(uint16_t type, uint64_t offset, uint32_t length, uint64_t size) {
+  if (type == kCmdFlush) return 0;
+  if (length == 0 || offset % 512 != 0 || length % 512 != 0) return kEinval;
+  if (offset > size || length > size - offset) return type == kCmdRead ? kEinval : kEnospc;
+  return 0;
+}
 
 }  // namespace shim::nbd

@@ -6,11 +6,14 @@
 #include <cstdint>
 
 #include "cachecore/base/status.h"
+#include "cachecore/engine/engine.h"
 
 namespace shim {
 
 using cachecore::Result;
 using cachecore::Status;
+// Done(status) runs once per asynchronous request, on any thread.
+using Completion = cachecore::EngineCompletion;
 
 // What a front end exports. Calls come from the front end's serving
 // threads, several at once. Offsets and lengths are already checked against
@@ -30,7 +33,25 @@ class BlockBackend {
   virtual Status Flush() = 0;
   // The range may read back as anything afterwards (NBD TRIM, ublk DISCARD).
   virtual Status Trim(uint64_t offset, uint64_t length) = 0;
+
+  // Whether the calls below return without blocking (an engine: hits are
+  // served on the calling reactor, the rest on its workers). A front end
+  // runs on a reactor only then; otherwise it serves from threads with the
+  // calls above, which the defaults below also use.
+  virtual bool asynchronous() const { return false; }
+  // As the calls above; each returns at once and `done` runs when the
+  // request completes (buffers stay until then).
+  virtual void ReadAsync(uint64_t offset, void* buffer, uint64_t length, Completion* done);
+  virtual void WriteAsync(uint64_t offset, const void* buffer, uint64_t length, bool fua,
+                          Completion* done);
+  virtual void FlushAsync(Completion* done);
+  virtual void TrimAsync(uint64_t offset, uint64_t length, Completion* done);
 };
+
+// A buffer of zeroes to write from, ZeroChunkBytes() long; never freed
+// (serving threads may still be writing from it at exit).
+const void* ZeroChunk();
+uint32_t ZeroChunkBytes();
 
 // Writes zeroes over [offset, offset + length) through backend.Write, in
 // chunks from one shared zero-filled buffer. With fua, only the last chunk

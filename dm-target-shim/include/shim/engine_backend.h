@@ -27,6 +27,23 @@ class EngineBackend : public BlockBackend {
   }
   Status Trim(uint64_t offset, uint64_t length) override { return engine_->Discard(offset, length); }
 
+  bool asynchronous() const override { return true; }
+  void ReadAsync(uint64_t offset, void* buffer, uint64_t length, Completion* done) override {
+    engine_->ReadAsync(offset, buffer, length, done);
+  }
+  void WriteAsync(uint64_t offset, const void* buffer, uint64_t length, bool fua,
+                  Completion* done) override {
+    if (fua) fua_writes_.fetch_add(1, std::memory_order_relaxed);
+    engine_->WriteAsync(offset, buffer, length, fua, done);
+  }
+  void FlushAsync(Completion* done) override {
+    flushes_.fetch_add(1, std::memory_order_relaxed);
+    engine_->SyncAsync(done);
+  }
+  void TrimAsync(uint64_t offset, uint64_t length, Completion* done) override {
+    engine_->DiscardAsync(offset, length, done);
+  }
+
   // What the front ends asked for, counted here rather than in the engine
   // so that a test can see a kernel's FUA and flush requests arrive as such
   // (a front end that drops the FUA bit still writes the data).

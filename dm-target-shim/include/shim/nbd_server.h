@@ -20,10 +20,10 @@ struct NbdServerOptions {
   unsigned socket_mode = 0600;
   int socket_group = -1;         // >= 0: the socket's group (with socket_mode 0660)
   std::string tcp_address;       // "host:port"; empty: no TCP listener
-  // Requests run at once on each connection: each serving thread waits for
-  // its I/O, so this is the queue depth the devices see. 8 held 4 KiB hits
-  // at QD32 to ~35K IOPS where 32 reach ~55K on the same SSD file
-  // (scripts/bench).
+  // For a backend that is not asynchronous (or where io_uring cannot be
+  // set up): serving threads per connection, each waits for its I/O, so
+  // this is the queue depth the devices see. An asynchronous backend (the
+  // engine) is served on a reactor per connection instead (nbd_async.h).
   unsigned worker_threads = 32;
 };
 

@@ -64,6 +64,22 @@ TEST(ReactorTest, PostedTasksRunOnTheReactorThreadInOrder) {
   EXPECT_EQ(Reactor::Current(), nullptr);
 }
 
+TEST(ReactorTest, ADeferredTaskRunsBeforeTheReactorWaitsAgain) {
+  auto reactor = NewReactor();
+  int deferred_runs = 0;
+  FnTask deferred([&] {
+    ++deferred_runs;
+    reactor->Stop();  // nothing else would wake the reactor: it must not wait first
+  });
+  FnTask start([&] {
+    reactor->Defer(&deferred);
+    EXPECT_EQ(deferred_runs, 0);  // not inline
+  });
+  reactor->Post(&start);
+  reactor->Run();
+  EXPECT_EQ(deferred_runs, 1);
+}
+
 // A completion that counts and checks where it ran.
 struct Counter final : IoCompletion {
   Reactor* expected = nullptr;

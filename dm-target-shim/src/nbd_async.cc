@@ -71,9 +71,22 @@ class NbdAsyncSession::SendOp final : public cachecore::ReactorOp {
   NbdAsyncSession* s_;
 };
 
+// Sends what is queued once the round's completions have all replied.
+class NbdAsyncSession::SendTask final : public cachecore::ReactorTask {
+ public:
+  explicit SendTask(NbdAsyncSession* s) : s_(s) {}
+  void Run() override {
+    s_->send_deferred_ = false;
+    if (!s_->send_pending_ && !s_->queued_.empty()) s_->StartSend();
+  }
+
+ private:
+  NbdAsyncSession* s_;
+};
+
 NbdAsyncSession::NbdAsyncSession(int fd, BlockBackend* backend)
     : fd_(fd), backend_(backend), size_(backend->size()), recv_op_(new RecvOp(this)),
-      send_op_(new SendOp(this)), in_(kReceiveBuffer) {}
+      send_op_(new SendOp(this)), send_task_(new SendTask(this)), in_(kReceiveBuffer) {}
 
 NbdAsyncSession::~NbdAsyncSession() = default;
 
@@ -223,7 +236,12 @@ void NbdAsyncSession::Reply(AsyncNbdRequest* r, uint32_t error) {
   PutBe32(r->head + 4, error);
   PutBe64(r->head + 8, r->handle);
   queued_.push_back(r);
-  if (!send_pending_) StartSend();
+  // Not at once: the other requests completing in this round reply in the
+  // same sendmsg.
+  if (!send_pending_ && !send_deferred_) {
+    send_deferred_ = true;
+    reactor_->Defer(send_task_.get());
+  }
 }
 
 void NbdAsyncSession::StartSend() {

@@ -37,6 +37,7 @@ class NbdAsyncSession {
  private:
   class RecvOp;
   class SendOp;
+  class SendTask;
   // Reading: parse what the buffer holds, receive more when it runs out.
   void Continue();
   void Received(int result);
@@ -61,6 +62,8 @@ class NbdAsyncSession {
   std::unique_ptr<cachecore::Reactor> reactor_;
   std::unique_ptr<RecvOp> recv_op_;
   std::unique_ptr<SendOp> send_op_;
+  std::unique_ptr<SendTask> send_task_;
+  bool send_deferred_ = false;  // send_task_ waits for the end of the round
 
   std::vector<uint8_t> in_;  // received, not yet parsed: [in_begin_, in_end_)
   size_t in_begin_ = 0, in_end_ = 0;

@@ -59,8 +59,8 @@ def fio(target, rw, bs, depth, seconds, size, extra=()):
 
 
 def fio_direct(path, rw, bs, depth, seconds):
-    """fio on a file with libaio and O_DIRECT: what the device itself does."""
-    cmd = ["fio", "--name=b", "--ioengine=libaio", "--direct=1", f"--filename={path}", f"--rw={rw}",
+    """fio on a file with io_uring and O_DIRECT: what the device itself does."""
+    cmd = ["fio", "--name=b", "--ioengine=io_uring", "--direct=1", f"--filename={path}", f"--rw={rw}",
            f"--bs={bs}", f"--iodepth={depth}", f"--runtime={seconds}", "--time_based"]
     return summarize(fio_json(cmd))
 

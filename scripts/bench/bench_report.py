@@ -147,7 +147,7 @@ def latency_plots(pts, plots):
 
 def hit_table(pts):
     rows = []
-    for workload in ("hit-4k-randread-qd32", "hit-64k-read-qd16"):
+    for workload in ("hit-4k-randread-qd32", "hit-64k-read-qd16", "hit-4k-randread-qd128"):
         got = {c: pts.get(workload, c) for c in ("cachectl", "nbdkit-file", "nbdkit-memory", "ssd-direct")}
         if all(got.values()):
             cells = " | ".join(f"{got[c]['iops']:.0f} IOPS, {got[c]['mb_s']:.0f} MB/s" for c in got)
@@ -157,7 +157,7 @@ def hit_table(pts):
         return []
     return ["### The hit path against the limit (100 % hits)", "",
             "| workload | cachectl | nbdkit file (SSD file through the page cache) | nbdkit memory | "
-            "fio O_DIRECT on the SSD file (no NBD) | cachectl / nbdkit file | cachectl / O_DIRECT |",
+            "fio io_uring O_DIRECT on the SSD file (no NBD) | cachectl / nbdkit file | cachectl / O_DIRECT |",
             "|---|---|---|---|---|---|---|"] + rows + [""]
 
 

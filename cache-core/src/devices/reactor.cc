@@ -36,6 +36,7 @@ struct Reactor::State {
   // Completions taken off a full completion queue while submitting (Stash),
   // run by Run() before the next ones.
   std::vector<std::pair<ReactorOp*, int>> stashed;
+  std::vector<ReactorTask*> deferred, deferred_running;  // the reactor's thread only
   std::atomic<bool> stop{false};
   Mutex posted_mu;
   ReactorTask* posted GUARDED_BY(posted_mu) = nullptr;  // newest first
@@ -149,6 +150,15 @@ void Reactor::Post(ReactorTask* task) {
   state_->wake_pending = true;
 }
 
+void Reactor::Defer(ReactorTask* task) { state_->deferred.push_back(task); }
+
+void Reactor::RunDeferred() {
+  // Tasks may defer more: those run in the next round.
+  state_->deferred_running.swap(state_->deferred);
+  for (ReactorTask* task : state_->deferred_running) task->Run();
+  state_->deferred_running.clear();
+}
+
 void Reactor::Stop() {
   MutexLock lock(state_->posted_mu);  // as Post: Run may return at once
   state_->stop.store(true);
@@ -204,9 +214,11 @@ void Reactor::Run() {
   while (true) {
     RunPosted();
     RunStashed();
-    if (state_->stop.load() && in_flight_ == 0) break;
-    // Completions set aside meanwhile run next round without waiting.
-    bool more = !state_->stashed.empty() || state_->rearm_waker;
+    RunDeferred();
+    if (state_->stop.load() && in_flight_ == 0 && state_->deferred.empty()) break;
+    // Completions set aside or tasks deferred meanwhile run next round
+    // without waiting.
+    bool more = !state_->stashed.empty() || state_->rearm_waker || !state_->deferred.empty();
     int rc = more ? io_uring_submit(&state_->ring) : io_uring_submit_and_wait(&state_->ring, 1);
     if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
       // Nothing can be submitted or waited for: no operation will ever

@@ -66,6 +66,11 @@ class Reactor {
   void SendMsg(int fd, const msghdr* msg, ReactorOp* op);
   void Fsync(int fd, ReactorOp* op);  // fdatasync
 
+  // This reactor's thread only: runs task->Run() once the completions and
+  // posted tasks at hand have run, before the reactor submits and waits
+  // again (a session sends the replies of a whole round together). No lock,
+  // no wake-up: the task must not be deferred twice before it ran.
+  void Defer(ReactorTask* task);
   // Any thread: runs task->Run() on the reactor's thread, soon. The poster
   // makes sure Run() is still going to run it (a task posted after Run()
   // returned never runs): a session counts its requests until they are
@@ -88,6 +93,7 @@ class Reactor {
   void ArmWaker();
   void Stash();
   void RunStashed();
+  void RunDeferred();
   std::unique_ptr<State> state_;
   uint64_t in_flight_ = 0;
 };

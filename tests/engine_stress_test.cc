@@ -9,7 +9,9 @@
 // must agree with the engine's map, and every sector must read back as one
 // of the values a disk with a volatile write cache may return
 // (support/expected_state.h has the rules); what it read is then its new
-// durable value.
+// durable value. Odd seeds send the clients' requests through the engine's
+// asynchronous calls on a reactor (hits served there, the rest on the
+// workers) with the cache device completing the reactor's I/O out of order.
 //
 // A failure names the seed, line size, cycle, sector, the value read and
 // the sector's history. CACHECTL_MODEL_SEEDS (20), CACHECTL_MODEL_SEED_BASE
@@ -119,7 +121,8 @@ class EngineStressTest : public ::testing::TestWithParam<std::tuple<uint32_t, in
   // After a cut or restart: records against the map, then every sector.
   void CheckAfter(const std::string& where);
   std::string Where(uint64_t cycle, const std::string& event) const {
-    return "seed " + std::to_string(seed_) + ", line size " + std::to_string(line_size_) +
+    return "seed " + std::to_string(seed_) + (seed_ % 2 == 1 ? " (asynchronous)" : "") +
+           ", line size " + std::to_string(line_size_) +
            ", cycle " + std::to_string(cycle) + " (" + event + ")";
   }
 
@@ -147,6 +150,10 @@ void EngineStressTest::RunCycle(uint64_t cycle, bool cut) {
   WorkloadOptions wo;
   wo.line_size = line_size_;
   wo.seed = seed_ * 100003 + cycle;
+  // Odd seeds run the clients through the asynchronous calls on a reactor,
+  // the cache device completing the reactor's I/O out of order.
+  wo.asynchronous = seed_ % 2 == 1;
+  rig_->cache().CompleteOutOfOrder(wo.asynchronous);
   StressWorkload workload(rig_->engine(), *model_, failures_, next_id_, wo);
   const auto started = std::chrono::steady_clock::now();
   workload.Start();

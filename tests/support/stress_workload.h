@@ -13,6 +13,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -21,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "cachecore/devices/reactor.h"
 #include "cachecore/engine/engine.h"
 #include "expected_state.h"
 
@@ -47,6 +50,10 @@ struct WorkloadOptions {
   uint32_t line_size = 4096;
   uint64_t seed = 1;  // with the cycle: the threads' random choices
   uint64_t hot_bytes = 1 << 20;  // most requests fall here: rewrites of cached lines
+  // The clients' reads, writes, trims and syncs go through the engine's
+  // asynchronous calls, issued on a reactor of the workload's (hits are
+  // served there, beside the workers running the rest).
+  bool asynchronous = false;
 };
 
 class StressWorkload {
@@ -82,6 +89,12 @@ class StressWorkload {
   // Judges a request's status: true to go on. An error before the power
   // failed is a failure of the engine.
   bool Outcome(const Status& s, const std::string& what);
+  // Runs `call` on the reactor with a completion and waits for it.
+  Status OnReactor(const std::function<void(EngineCompletion*)>& call);
+  Status DoRead(uint64_t offset, uint8_t* data, uint64_t length);
+  Status DoWrite(uint64_t offset, const uint8_t* data, uint64_t length, bool fua);
+  Status DoTrim(uint64_t offset, uint64_t length);
+  Status DoSync();
 
   Engine& engine_;
   ExpectedState& model_;
@@ -91,6 +104,7 @@ class StressWorkload {
   std::atomic<bool> stop_{false}, power_failed_{false};
   std::atomic<uint64_t> ops_done_{0}, busy_flushes_{0};
   std::vector<std::thread> threads_;
+  std::unique_ptr<Reactor> reactor_;  // asynchronous: its thread is the last of threads_
 };
 
 }  // namespace cachecore::testing

@@ -3,6 +3,14 @@
 same machine, reported as ratios against a peer (absolute numbers are noted
 but not trusted: these machines are shared and noisy).
 
+Every point also records the CPU it cost, in microseconds per I/O completed:
+fio's (the client: user and system time of fio and its job processes, from
+wait4, less fio's own start-up measured once per run on its null engine) and
+the server's (the daemon: utime + stime of every thread, from /proc/PID/stat,
+before and after fio), and the daemon's most threads (sampled from
+/proc/PID/status every 50 ms while fio runs). The emulated disk's CPU is
+kept apart (it stands for hardware).
+
 Configurations, all over the same emulated 7,200 rpm disk (cachectl-hdd-emu):
   uncached      the client talks to the emulated disk directly
   cachectl      cachectl, its origin the emulated disk (NBD URI); write-through
@@ -33,7 +41,7 @@ import sys
 import tempfile
 import time
 
-from bench_lib import MiB, Proc, cachectl, fio, fio_direct, uri, warm
+from bench_lib import MiB, Proc, cachectl, calibrate_fio, fio, fio_direct, uri, warm
 import bench_report
 
 SECTIONS = ("randread", "profiles", "iometer", "latency", "flush", "hit", "metadata", "policy")
@@ -49,6 +57,13 @@ HIT_POINTS = (("hit-4k-randread-qd32", "randread", "4k", 32), ("hit-64k-read-qd1
 
 def log(text):
     print(text, file=sys.stderr, flush=True)
+
+
+def log_point(r):
+    daemon = r["daemon_cpu_us_per_io"]
+    log(f"  {r['workload']:28s} {r['config']:14s} {r['iops']:>10.0f} IOPS {r['lat_mean_ms']:>8.2f} ms "
+        f"CPU/IO {r['cpu_us_per_io']:>7.1f} us (daemon {'-' if daemon is None else f'{daemon:.1f}'}, "
+        f"fio {r['client_cpu_us_per_io']:.1f}) threads {r['daemon_threads'] or '-'}")
 
 
 class Bench:
@@ -70,17 +85,20 @@ class Bench:
 
     # ---- set-up
     def start(self):
+        self.results["fio_startup_cpu_seconds"] = round(calibrate_fio(), 3)
         self.origin, self.ssd = f"{self.w}/origin.img", f"{self.w}/ssd.img"
         self.origin_size = 4 * self.working_set
         for path, size in ((self.origin, self.origin_size), (self.ssd, self.working_set + 64 * MiB)):
             with open(path, "wb") as f:
                 f.truncate(size)
         hdd = f"{self.w}/hdd.sock"
-        self.procs.append(Proc([f"{self.args.build}/scripts/bench/cachectl-hdd-emu", "--file", self.origin,
-                                "--socket", hdd], hdd))
+        self.disk = Proc([f"{self.args.build}/scripts/bench/cachectl-hdd-emu", "--file", self.origin,
+                          "--socket", hdd], hdd)
+        self.procs.append(self.disk)
         peer = f"{self.w}/peer.sock"  # nbdkit's cache filter over the same disk, caching reads
         self.procs.append(Proc(["nbdkit", "--foreground", "-U", peer, "--filter=cache", "nbd",
                                 f"socket={hdd}", "cache-on-read=true"], peer))
+        self.daemons = {"nbdkit-cache": self.procs[-1].pid}  # configuration: its server's process id
         self.cachectl("attach", "--origin", uri(hdd), "--cache", self.ssd, "--name", "bench",
                       "--mode", "writethrough", "--line-size", "4K", "--frontend", "socket")
         self.cachectl("set", "bench", "--seq-cutoff", "0")
@@ -98,14 +116,24 @@ class Bench:
     def cachectl(self, *args):
         cachectl(self.args.build, self.env, *args)
 
+    def servers(self, config):
+        """The processes whose CPU a point of `config` counts (bench_lib.Servers)."""
+        if config in ("cachectl", "cachectl-wt"):  # the daemon writes its id once it serves
+            with open(f"{self.w}/run/bench/pid") as f:
+                daemon = int(f.read())
+        else:
+            daemon = self.daemons.get(config)
+        disk = self.disk.pid if config in ("uncached", "cachectl", "cachectl-wt", "nbdkit-cache") else None
+        return {"daemon": daemon, "disk": disk}
+
     def mode(self, writes):
         self.cachectl("set", "bench", "--mode", "writeback" if writes else "writethrough")
 
     def point(self, name, config, target, rw, bs, depth, extra=(), **tags):
-        r = fio(target, rw, bs, depth, tags.pop("seconds", self.seconds), self.size, extra)
+        r = fio(target, rw, bs, depth, tags.pop("seconds", self.seconds), self.size, extra, self.servers(config))
         r.update({"workload": name, "config": config, **tags})
         self.results["points"].append(r)
-        log(f"  {name:28s} {config:14s} {r['iops']:>10.0f} IOPS {r['lat_mean_ms']:>8.2f} ms")
+        log_point(r)
         return r
 
     # ---- sections
@@ -201,7 +229,9 @@ class Bench:
         log("== the hit path, against the limit")
         ssd_peer, mem = f"{self.w}/ssdfile.sock", f"{self.w}/mem.sock"
         self.procs.append(Proc(["nbdkit", "--foreground", "-U", ssd_peer, "file", f"file={self.ssd}"], ssd_peer))
+        self.daemons["nbdkit-file"] = self.procs[-1].pid
         self.procs.append(Proc(["nbdkit", "--foreground", "-U", mem, "memory", f"size={self.working_set}"], mem))
+        self.daemons["nbdkit-memory"] = self.procs[-1].pid
         warm(self.targets["cachectl"], self.size)
         for config, target in (("cachectl", self.targets["cachectl"]), ("nbdkit-file", uri(ssd_peer)),
                                ("nbdkit-memory", uri(mem))):
@@ -211,6 +241,7 @@ class Bench:
             r = fio_direct(self.ssd, rw, bs, depth, self.seconds)
             r.update({"workload": name, "config": "ssd-direct"})
             self.results["points"].append(r)
+            log_point(r)
 
     def metadata(self):
         sizes = (20_000,) if self.smoke else (1_000_000,) if self.quick else (1_000_000, 10_000_000)

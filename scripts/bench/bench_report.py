@@ -40,17 +40,44 @@ def x(a, b):
     return f"{a / b:.1f}x" if b else "-"
 
 
+def us(v):
+    return "-" if v is None else f"{v:.0f}" if v >= 100 else f"{v:.1f}"
+
+
+def cpu_total(p):
+    """Microseconds of CPU per I/O, the server's and fio's together ("-" for a
+    run measured before CPU was)."""
+    return us(p.get("cpu_us_per_io")) if p else "-"
+
+
+def cpu(p, unit=""):
+    """The total, then the daemon's and fio's parts: "25.5 (16.3 + 9.2)"."""
+    if not p or p.get("cpu_us_per_io") is None:
+        return "-"
+    if p.get("daemon_cpu_us_per_io") is None:
+        return f"{us(p['cpu_us_per_io'])}{unit} (fio alone)"
+    return f"{us(p['cpu_us_per_io'])}{unit} ({us(p['daemon_cpu_us_per_io'])} + {us(p['client_cpu_us_per_io'])})"
+
+
+def threads(p):
+    return str(p["daemon_threads"]) if p and p.get("daemon_threads") else "-"
+
+
+CPU_HEAD = "CPU us per I/O: total (daemon + fio)"
+
+
 def randread_table(pts):
     base = pts.get("4k-randread-qd32", "uncached")
     if not base:
         return []
     lines = ["### 4 KiB random read, queue depth 32, on the emulated disk (warm cache)", "",
-             "| configuration | IOPS | MB/s | mean ms | p99 ms | speedup over uncached |", "|---|---|---|---|---|---|"]
+             f"| configuration | IOPS | MB/s | mean ms | p99 ms | speedup over uncached | {CPU_HEAD} | "
+             "daemon threads |", "|---|---|---|---|---|---|---|---|"]
     for config in CONFIGS:
         p = pts.get("4k-randread-qd32", config)
         if p:
             lines.append(f"| {config} | {p['iops']:.0f} | {p['mb_s']:.1f} | {p['lat_mean_ms']:.2f} | "
-                         f"{p['lat_p99_ms']:.2f} | {x(p['iops'], base['iops'])} |")
+                         f"{p['lat_p99_ms']:.2f} | {x(p['iops'], base['iops'])} | {cpu(p)} | {threads(p)} |")
     return lines + ["", "QNAP's published SSD-cache speedup for 4K random read: 27.8x.", ""]
 
 
@@ -63,6 +90,7 @@ def profile_table(pts):
         if u and c and n:
             rows.append(f"| {name} | {u['iops']:.0f} | {c['iops']:.0f} | {n['iops']:.0f} | "
                         f"{x(c['iops'], u['iops'])} | {x(n['iops'], u['iops'])} | {x(c['iops'], n['iops'])} | "
+                        f"{cpu_total(c)} / {cpu_total(n)} | "
                         f"{c['lat_mean_ms']:.2f} / {c['lat_p99_ms']:.2f} | {n['lat_mean_ms']:.2f} / "
                         f"{n['lat_p99_ms']:.2f} | {QNAP.get(name, '')} |")
     if not rows:
@@ -70,22 +98,23 @@ def profile_table(pts):
     lines = ["### Seed profiles on the emulated disk (queue depth 16, working set warm)", "",
              "Write profiles run cachectl in write-back (nbdkit's cache filter is write-back too).", "",
              "| profile | uncached IOPS | cachectl IOPS | nbdkit-cache IOPS | cachectl speedup | peer speedup | "
-             "cachectl / peer | cachectl mean / p99 ms | peer mean / p99 ms | QNAP SSD-cache speedup |",
-             "|---|---|---|---|---|---|---|---|---|---|"] + rows
+             "cachectl / peer | CPU us per I/O, cachectl / peer | cachectl mean / p99 ms | peer mean / p99 ms | "
+             "QNAP SSD-cache speedup |", "|---|---|---|---|---|---|---|---|---|---|---|"] + rows
     details = []
     for name in names:
         for cfg in CONFIGS:
             p = pts.get(name, cfg, threads=None, curve=None)
             if p:
                 details.append(f"| {name} | {cfg} | {p['iops']:.0f} | {p['mb_s']:.1f} | {p['lat_mean_ms']:.2f} | "
-                               f"{p['lat_p99_ms']:.2f} |")
-    lines += ["", "Each configuration in full:", "", "| profile | configuration | IOPS | MB/s | mean ms | p99 ms |",
-              "|---|---|---|---|---|---|"] + details
+                               f"{p['lat_p99_ms']:.2f} | {cpu(p)} | {threads(p)} |")
+    lines += ["", "Each configuration in full:", "",
+              f"| profile | configuration | IOPS | MB/s | mean ms | p99 ms | {CPU_HEAD} | daemon threads |",
+              "|---|---|---|---|---|---|---|---|"] + details
     wt, wb = pts.get("4k-randwrite", "cachectl-wt"), pts.get("4k-randwrite", "cachectl", curve=None)
     if wt and wb:
         lines += ["", f"4 KiB random writes, cachectl write-back against write-through on the same disk: "
-                      f"{wb['iops']:.0f} against {wt['iops']:.0f} IOPS ({x(wb['iops'], wt['iops'])}); "
-                      f"write-through waits for the disk."]
+                      f"{wb['iops']:.0f} against {wt['iops']:.0f} IOPS ({x(wb['iops'], wt['iops'])}), "
+                      f"CPU per I/O {cpu(wb, ' us')} against {cpu(wt, ' us')}; write-through waits for the disk."]
     return lines + [""]
 
 
@@ -96,12 +125,15 @@ def iometer_table(pts):
         u, c, n = (pts.get(workload, cfg) for cfg in CONFIGS)
         if u and c and n:
             rows.append(f"| {workload[8:]} | {u['mb_s']:.1f} | {c['mb_s']:.1f} | {n['mb_s']:.1f} | "
-                        f"{x(c['mb_s'], u['mb_s'])} | {x(c['mb_s'], n['mb_s'])} | {c['lat_mean_ms']:.2f} |")
+                        f"{x(c['mb_s'], u['mb_s'])} | {x(c['mb_s'], n['mb_s'])} | {c['lat_mean_ms']:.2f} | "
+                        f"{cpu(u)} | {cpu(c)} | {cpu(n)} | {threads(c)} / {threads(n)} |")
     if not rows:
         return []
     return ["### IOMeter: 1 MB sequential and 4 KB random reads by several workers (queue depth 1 each)", "",
             "| workload | uncached MB/s | cachectl MB/s | nbdkit-cache MB/s | cachectl speedup | cachectl / peer | "
-            "cachectl mean ms |", "|---|---|---|---|---|---|---|"] + rows + [""]
+            "cachectl mean ms | uncached CPU us per I/O | cachectl CPU us per I/O (daemon + fio) | "
+            "peer CPU us per I/O (daemon + fio) | "
+            "daemon threads, cachectl / peer |", "|---|---|---|---|---|---|---|---|---|---|---|"] + rows + [""]
 
 
 def latency_plots(pts, plots):
@@ -129,19 +161,21 @@ def latency_plots(pts, plots):
         fig.savefig(os.path.join(plots, name))
         plt.close(fig)
         lines += [f"![{title}: latency against load](bench/{name})", "",
-                  "| load | " + " | ".join(f"{c} IOPS / mean / p99 ms" for c in CONFIGS) + " |",
+                  "| load | " + " | ".join(f"{c} IOPS / mean / p99 ms / CPU us per I/O" for c in CONFIGS) + " |",
                   "|---|---|---|---|"]
         for i, p in enumerate(curves["uncached"]):
             cells = []
             for cfg in CONFIGS:
                 q = curves[cfg][i] if i < len(curves[cfg]) else None
-                cells.append(f"{q['iops']:.0f} / {q['lat_mean_ms']:.2f} / {q['lat_p99_ms']:.2f}" if q else "-")
+                cells.append(f"{q['iops']:.0f} / {q['lat_mean_ms']:.2f} / {q['lat_p99_ms']:.2f} / {cpu_total(q)}"
+                             if q else "-")
             lines.append(f"| {p['load_pct']} % | " + " | ".join(cells) + " |")
         lines.append("")
     if lines:
         lines = ["### Latency against load", "",
                  "Each configuration's peak at queue depth 16 is measured first; fio then offers 10 % to 120 % "
-                 "of that rate (Poisson arrivals, `--rate_iops`).", ""] + lines
+                 "of that rate (Poisson arrivals, `--rate_iops`). CPU per I/O is the daemon's and fio's together "
+                 "(each part in the results JSON).", ""] + lines
     return lines
 
 
@@ -150,15 +184,20 @@ def hit_table(pts):
     for workload in ("hit-4k-randread-qd32", "hit-64k-read-qd16", "hit-4k-randread-qd128"):
         got = {c: pts.get(workload, c) for c in ("cachectl", "nbdkit-file", "nbdkit-memory", "ssd-direct")}
         if all(got.values()):
-            cells = " | ".join(f"{got[c]['iops']:.0f} IOPS, {got[c]['mb_s']:.0f} MB/s" for c in got)
+            cells = " | ".join(f"{got[c]['iops']:.0f} IOPS, {got[c]['mb_s']:.0f} MB/s, CPU {cpu(got[c], ' us')}"
+                               for c in got)
             rows.append(f"| {workload} | {cells} | {got['cachectl']['iops'] / got['nbdkit-file']['iops']:.2f} | "
-                        f"{got['cachectl']['iops'] / got['ssd-direct']['iops']:.2f} |")
+                        f"{got['cachectl']['iops'] / got['ssd-direct']['iops']:.2f} | "
+                        f"{threads(got['cachectl'])} / {threads(got['nbdkit-file'])} / "
+                        f"{threads(got['nbdkit-memory'])} |")
     if not rows:
         return []
     return ["### The hit path against the limit (100 % hits)", "",
+            "CPU per I/O in each cell: total (daemon + fio), in microseconds.", "",
             "| workload | cachectl | nbdkit file (SSD file through the page cache) | nbdkit memory | "
-            "fio io_uring O_DIRECT on the SSD file (no NBD) | cachectl / nbdkit file | cachectl / O_DIRECT |",
-            "|---|---|---|---|---|---|---|"] + rows + [""]
+            "fio io_uring O_DIRECT on the SSD file (no NBD) | cachectl / nbdkit file | cachectl / O_DIRECT | "
+            "daemon threads, cachectl / nbdkit file / nbdkit memory |",
+            "|---|---|---|---|---|---|---|---|"] + rows + [""]
 
 
 def flush_lines(results):
@@ -240,6 +279,10 @@ def report(results, plots):
     m = results["machine"]
     lines = [f"Run: {results['date']}, {results['mode']} mode, {results['seconds_per_point']} s per point, "
              f"working set {results['working_set_mib']} MiB, {m['cpus']} CPUs ({m['cpu']}), kernel {m['kernel']}.", ""]
+    if any(p.get("cpu_us_per_io") is not None for p in pts.points):
+        lines += ["CPU us per I/O: microseconds of CPU per I/O completed over each point, the server's (daemon) "
+                  "and fio's (client), \"total (daemon + fio)\"; daemon threads: the most seen while fio ran "
+                  "(see \"CPU per I/O and threads\" above).", ""]
     lines += randread_table(pts) + profile_table(pts) + iometer_table(pts) + latency_plots(pts, plots)
     lines += flush_lines(results) + hit_table(pts) + metadata_lines(results) + policy_table(results)
     return "\n".join(lines)

@@ -359,6 +359,52 @@ TEST_P(RaceTest, BatchDecidingAfterASyncBeganAnnouncesNothingUnflushed) {
   ExpectOneOf(rig_, 9, {0, 1, 2});
 }
 
+// Race 14 (the concurrent crash model's one failure in session 8, seed
+// 763227300): a write-through write whose partial edge block is a clean
+// block failing its checksum (its cache copy lost in a cut) repaired it,
+// and so put and synced the line's whole record, between the write's
+// announcement and its own record. A sync that began after the write read
+// its flush epoch and completed meanwhile had made the write's other
+// blocks stable in memory with their old data: that record called the old
+// cache data clean while the origin held the new. After a cut the block
+// read the old write from the cache and the new one once the cache was
+// gone.
+TEST_P(RaceTest, ThroughWriteRepairingAnEdgeKeepsCleanBlocksOnTheOrigin) {
+  config_.line_size = 65536;
+  config_.mode = CacheMode::kWriteBack;
+  ASSERT_TRUE(rig_.Create(config_).ok());
+  auto write_sectors = [&](uint64_t first, uint64_t count, uint64_t id) {
+    AlignedBuffer b(count * 512);
+    for (uint64_t i = 0; i < count; ++i) StampSector(b.data() + i * 512, id, first + i);
+    Status s = rig_.engine().Write(first * 512, b.data(), count * 512, false);
+    ASSERT_TRUE(s.ok()) << s.ToString();
+  };
+  auto clean_data = [&] { return rig_.engine().CheckCleanDataForTest([](uint64_t) { return false; }); };
+  write_sectors(8, 16, 1);  // blocks 1 and 2: written back, cleaned, stable
+  ASSERT_TRUE(rig_.engine().Flush().ok());
+  // Block 0: cleaned and durably marked clean, then the power goes before
+  // the cache device flushed its copy (a clean block failing its checksum).
+  write_sectors(0, 8, 2);
+  OnStepOnce("flush-3-marked-clean", [&] { rig_.Freeze(); });
+  EXPECT_FALSE(rig_.engine().Flush().ok());
+  ClearStepAction();
+  ASSERT_TRUE(rig_.PowerCutAndReopen(config_, PowerCutMode::kDropUnsynced).ok());
+  ASSERT_TRUE(clean_data().ok());
+  ASSERT_TRUE(rig_.engine().SetMode(CacheMode::kWriteThrough).ok());
+  config_.mode = CacheMode::kWriteThrough;
+  // Write 3 through, from the middle of block 0 to the end of block 2; a
+  // client's sync runs whole right after its origin write.
+  OnStepOnce("through-1-origin-written", [&] { EXPECT_TRUE(rig_.engine().Sync().ok()); });
+  write_sectors(4, 20, 3);
+  Cut();
+  Status clean = clean_data();
+  EXPECT_TRUE(clean.ok()) << clean.ToString();
+  const uint64_t now = rig_.ReadStamped(1);
+  EXPECT_TRUE(now == 1 || now == 3) << now;
+  EXPECT_EQ(rig_.OriginStampedAfterDetach(1), now)
+      << "block 1 read one write through the cache and another once the cache was gone";
+}
+
 INSTANTIATE_TEST_SUITE_P(PowerCutModes, RaceTest,
                          ::testing::Values(PowerCutMode::kDropUnsynced, PowerCutMode::kTear,
                                            PowerCutMode::kKeepUnsynced),

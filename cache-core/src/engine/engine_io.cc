@@ -293,7 +293,16 @@ Status Engine::Impl::ThroughSegment(const Segment& seg, std::optional<uint32_t> 
                                     uint8_t* window, CacheMode mode, bool allocate) {
   const uint32_t b0 = seg.first_block(), b1 = seg.end_block();
   const uint8_t* exact = window + (seg.begin - size_t{b0} * kBlockSize);
-  if (slot) {
+  const bool cached = slot.has_value();
+  Status filled = Status::Ok();
+  if (cached) {
+    // The partial edge blocks first, as a write-back write does: reading
+    // one may repair a clean block and sync the line's whole record. Done
+    // between the announcement and this write's own record, a sync that
+    // completed meanwhile made the announced blocks stable in memory with
+    // their old data, and that record called them clean while the origin
+    // already held the new data (RaceTest.ThroughWriteRepairingAnEdge...).
+    filled = FillEdges(seg, slot, window);
     CACHECORE_RETURN_IF_ERROR(AnnounceOverwrite(*slot, b0, b1, /*origin_write=*/true, slots.FlushesStarted()));
   }
   // Cached or not, the line may have left another slot whose record still
@@ -302,6 +311,7 @@ Status Engine::Impl::ThroughSegment(const Segment& seg, std::optional<uint32_t> 
   slots.WaitWhileCleaning(seg.line, seg.line);
   Status s = dev.origin->Write(seg.line * line_size + seg.begin, exact, seg.end - seg.begin);
   if (!s.ok()) LiveStats::Bump(stats.origin_write_err);
+  ReachedStep("through-1-origin-written");  // a test point
   bool keep_copies = s.ok() && (mode == CacheMode::kWriteThrough ||
                                 mode == CacheMode::kWriteAround || mode == CacheMode::kWriteBack);
   if (!slot && keep_copies && mode == CacheMode::kWriteThrough && allocate &&
@@ -312,8 +322,9 @@ Status Engine::Impl::ThroughSegment(const Segment& seg, std::optional<uint32_t> 
   RecordBatch batch;
   if (keep_copies) {
     // Whole blocks replace the cached copy; a partial block is merged with
-    // the cached copy when there is one.
-    Status filled = FillEdges(seg, slot, window);
+    // the cached copy when there is one (a new slot is only taken for whole
+    // blocks: nothing to fill).
+    if (!cached) filled = FillEdges(seg, slot, window);
     bool whole_new = mode == CacheMode::kWriteThrough && allocate && filled.ok();
     UpdateCachedBlocks(*slot, b0, b1, window, !whole_new);
     if (!filled.ok()) {

@@ -62,6 +62,10 @@ StatsReply StatsOf(Daemon& d) {
   // requests.KIND: FUA writes and flushes as the front ends received them.
   num("requests.fua_writes", d.backend->fua_writes());
   num("requests.flushes", d.backend->flushes());
+  // requests.in_flight: taken by the engine and not yet answered; the peak
+  // since start or reset shows the depth the front end reaches.
+  num("requests.in_flight", s.requests_in_flight);
+  num("requests.peak_in_flight", s.peak_requests_in_flight);
   const ErrorCounts& err = s.errors;
   // errors.DEVICE.KIND: the CLI nests them into objects.
   num("errors.cache.read", err.cache_read);

@@ -118,6 +118,10 @@ TEST_F(EngineAsyncTest, HitsAreServedOnTheReactorManyAtOnceInAnyOrder) {
   StatsSnapshot after = rig_.engine().stats();
   EXPECT_EQ(after.read_hits - before.read_hits, kReads);
   EXPECT_EQ(after.read_misses, before.read_misses);
+  // The engine's own count of requests in flight saw all of them at once,
+  // and each answered.
+  EXPECT_EQ(after.peak_requests_in_flight, kReads);
+  EXPECT_EQ(after.requests_in_flight, 0u);
 }
 
 TEST_F(EngineAsyncTest, AMultiLineHitIsOneRequestOnTheReactor) {

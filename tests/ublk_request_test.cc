@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "../dm-target-shim/src/ublk_request.h"
@@ -59,11 +61,26 @@ ublksrv_io_desc Desc(uint32_t op_flags, uint64_t sector, uint32_t sectors) {
   return d;
 }
 
+// A tag's run that keeps what it would commit.
+class RecordedRun final : public UblkRequestRun {
+ public:
+  void Finished(int32_t r) override {
+    result = r;
+    ++finished;
+  }
+  int32_t result = 0;
+  int finished = 0;
+};
+
 class UblkRequestTest : public ::testing::Test {
  protected:
+  // The backend answers at once, so the run has finished when Start returns.
   int32_t Run(uint32_t op_flags, uint64_t sector, uint32_t sectors) {
     ublksrv_io_desc d = Desc(op_flags, sector, sectors);
-    return RunUblkRequest(backend_, d, buf_.data());
+    RecordedRun run;
+    run.Start(backend_, d, buf_.data());
+    EXPECT_EQ(run.finished, 1);
+    return run.result;
   }
   RecordingBackend backend_;
   cachecore::AlignedBuffer buf_{512 * 1024};
@@ -196,6 +213,61 @@ TEST_F(UblkRequestTest, WriteZeroesStopsAtTheFirstFailedChunk) {
   backend_.failure = Status::NoSpace("injected");
   EXPECT_EQ(Run(UBLK_IO_OP_WRITE_ZEROES | UBLK_IO_F_FUA, 0, (3u << 20) / 512), -ENOSPC);
   EXPECT_EQ(backend_.calls.size(), 1u);
+}
+
+// A backend whose asynchronous calls answer later, when the test says so:
+// as the engine answers from its workers.
+class LaterBackend : public RecordingBackend {
+ public:
+  bool asynchronous() const override { return true; }
+  void WriteAsync(uint64_t offset, const void* buffer, uint64_t length, bool fua,
+                  Completion* done) override {
+    pending.push_back({done, Write(offset, buffer, length, fua)});
+  }
+  void ReadAsync(uint64_t offset, void* buffer, uint64_t length, Completion* done) override {
+    pending.push_back({done, Read(offset, buffer, length)});
+  }
+  // Answers the oldest call, on another thread.
+  void AnswerOne() {
+    ASSERT_FALSE(pending.empty());
+    auto [done, status] = pending.front();
+    pending.erase(pending.begin());
+    std::thread([done = done, status = status] { done->Done(status); }).join();
+  }
+  std::vector<std::pair<Completion*, Status>> pending;
+};
+
+TEST(UblkRequestRunTest, ARequestFinishesOnlyWhenTheBackendAnswers) {
+  LaterBackend backend;
+  cachecore::AlignedBuffer buf(4096);
+  RecordedRun run;
+  ublksrv_io_desc read = Desc(UBLK_IO_OP_READ, 8, 8);
+  run.Start(backend, read, buf.data());
+  EXPECT_EQ(run.finished, 0);
+  backend.AnswerOne();
+  EXPECT_EQ(run.finished, 1);
+  EXPECT_EQ(run.result, 4096);
+}
+
+// Each chunk of a write of zeroes is asked for only once the one before it
+// was answered, from the thread that answered it; the run finishes once.
+TEST(UblkRequestRunTest, WriteZeroesAsksForChunksOneAfterAnother) {
+  LaterBackend backend;
+  cachecore::AlignedBuffer buf(4096);
+  RecordedRun run;
+  ublksrv_io_desc zeroes = Desc(UBLK_IO_OP_WRITE_ZEROES | UBLK_IO_F_FUA, 0, (3u << 20) / 512);
+  run.Start(backend, zeroes, buf.data());
+  for (size_t chunk = 1; chunk <= 3; ++chunk) {
+    ASSERT_EQ(backend.pending.size(), 1u) << "chunk " << chunk;
+    ASSERT_EQ(backend.calls.size(), chunk);
+    EXPECT_EQ(backend.calls.back().offset, (chunk - 1) << 20);
+    EXPECT_EQ(backend.calls.back().fua, chunk == 3);
+    EXPECT_EQ(run.finished, 0);
+    backend.AnswerOne();
+  }
+  EXPECT_TRUE(backend.pending.empty());
+  EXPECT_EQ(run.finished, 1);
+  EXPECT_EQ(run.result, 0);
 }
 
 TEST(ErrnoOfTest, OkIsZero) { EXPECT_EQ(ErrnoOf(Status::Ok()), 0); }

@@ -30,6 +30,15 @@ Status WriteZeroes(BlockBackend& backend, uint64_t offset, uint64_t length, bool
   return Status::Ok();
 }
 
+void WriteNextZeroChunk(BlockBackend& backend, uint64_t offset, uint64_t length, bool fua,
+                        uint64_t* zeroed, Completion* done) {
+  uint64_t n = std::min<uint64_t>(kZeroChunk, length - *zeroed);
+  bool last = *zeroed + n == length;
+  uint64_t at = offset + *zeroed;
+  *zeroed += n;
+  backend.WriteAsync(at, ZeroChunk(), n, fua && last, done);
+}
+
 void BlockBackend::ReadAsync(uint64_t offset, void* buffer, uint64_t length, Completion* done) {
   done->Done(Read(offset, buffer, length));
 }

@@ -210,11 +210,7 @@ void NbdAsyncSession::Dispatch(AsyncNbdRequest* r) {
 // Write zeroes in chunks from the shared zero buffer, one after another;
 // only the last carries FUA (it makes the earlier ones durable too).
 void NbdAsyncSession::NextZeroChunk(AsyncNbdRequest* r) {
-  uint64_t n = std::min<uint64_t>(ZeroChunkBytes(), r->length - r->zeroed);
-  bool last = r->zeroed + n == r->length;
-  uint64_t at = r->offset + r->zeroed;
-  r->zeroed += n;
-  backend_->WriteAsync(at, ZeroChunk(), n, r->fua() && last, r);
+  WriteNextZeroChunk(*backend_, r->offset, r->length, r->fua(), &r->zeroed, r);
 }
 
 void NbdAsyncSession::Completed(AsyncNbdRequest* r) {

@@ -3,26 +3,24 @@
 #include <fcntl.h>
 #include <liburing.h>
 #include <linux/ublk_cmd.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
-#include <atomic>
+#include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <thread>
 #include <vector>
 
-#include "cachecore/devices/block_device.h"
-#include "ublk_request.h"
+#include "ublk_queue.h"
 
 namespace shim {
 
-using cachecore::AlignedBuffer;
-
 namespace {
 
-constexpr uint16_t kQueues = 2;          // one thread each; the machines have 2 cores
+constexpr uint16_t kMaxQueues = 8;      // a reactor thread each, one per core
 constexpr uint16_t kDepth = 64;          // requests per queue
 constexpr uint32_t kMaxIo = 512 * 1024;  // bytes per request
 
@@ -63,7 +61,10 @@ struct UblkDevice::Impl {
   int char_fd = -1;
   std::string device;
   std::vector<std::thread> queues;
-  std::atomic<int> queues_fetching{0};
+  std::mutex ready_mu;
+  std::condition_variable ready_cv;
+  uint16_t queues_ready = 0;  // queues set up or failed to
+  Status queue_failure;
   bool added = false, started = false, recovered = false;
 
   Status Command(uint32_t op, const char* what, void* buf = nullptr, uint16_t len = 0,
@@ -90,7 +91,8 @@ struct UblkDevice::Impl {
   }
 
   Status Add() {
-    info.nr_hw_queues = kQueues;
+    info.nr_hw_queues = static_cast<uint16_t>(
+        std::clamp<unsigned>(std::thread::hardware_concurrency(), 1, kMaxQueues));
     info.queue_depth = kDepth;
     info.max_io_buf_bytes = kMaxIo;
     info.dev_id = static_cast<uint32_t>(-1);  // any free id
@@ -118,54 +120,25 @@ struct UblkDevice::Impl {
     return Command(UBLK_CMD_SET_PARAMS, "set parameters", &p, sizeof(p));
   }
 
-  void Queue(uint16_t q) {
-    io_uring ring{};
-    if (io_uring_queue_init(kDepth * 2, &ring, IORING_SETUP_SQE128) < 0) return;
-    size_t desc_bytes = (kDepth * sizeof(ublksrv_io_desc) + 4095) & ~size_t{4095};
-    off_t map_at = UBLKSRV_CMD_BUF_OFFSET +
-                   static_cast<off_t>(q) * ((UBLK_MAX_QUEUE_DEPTH * sizeof(ublksrv_io_desc) + 4095) & ~size_t{4095});
-    void* map = mmap(nullptr, desc_bytes, PROT_READ, MAP_SHARED | MAP_POPULATE, char_fd, map_at);
-    if (map == MAP_FAILED) {
-      io_uring_queue_exit(&ring);
-      return;
+  // A thread per queue, each serving its tags on a reactor of its own.
+  // Returns once every queue has set up (or one could not).
+  Status StartQueues() {
+    for (uint16_t q = 0; q < info.nr_hw_queues; ++q) {
+      queues.emplace_back([this, q] {
+        UblkQueue queue(backend, char_fd, q, info.queue_depth, info.max_io_buf_bytes);
+        queue.Run([this](const Status& s) { QueueReady(s); });
+      });
     }
-    auto* descs = static_cast<const ublksrv_io_desc*>(map);
-    std::vector<AlignedBuffer> bufs;
-    for (int t = 0; t < kDepth; ++t) bufs.emplace_back(kMaxIo);
-    auto submit = [&](uint32_t op, uint16_t tag, int32_t result) {
-      io_uring_sqe* sqe = io_uring_get_sqe(&ring);
-      if (sqe == nullptr) {  // full: hand what is queued to the kernel, then retry
-        io_uring_submit(&ring);
-        sqe = io_uring_get_sqe(&ring);
-        if (sqe == nullptr) return;
-      }
-      std::memset(static_cast<void*>(sqe), 0, 2 * sizeof(io_uring_sqe));
-      sqe->opcode = IORING_OP_URING_CMD;
-      sqe->fd = char_fd;
-      sqe->cmd_op = op;
-      ublksrv_io_cmd cmd{q, tag, result, reinterpret_cast<uint64_t>(bufs[tag].data())};
-      std::memcpy(sqe->cmd, &cmd, sizeof(cmd));
-      io_uring_sqe_set_data64(sqe, tag);
-    };
-    for (uint16_t t = 0; t < kDepth; ++t) submit(UBLK_IO_FETCH_REQ, t, -1);
-    io_uring_submit(&ring);
-    ++queues_fetching;
-    int live = kDepth;
-    while (live > 0) {
-      io_uring_cqe* cqe = nullptr;
-      if (io_uring_wait_cqe(&ring, &cqe) < 0) break;
-      uint16_t tag = static_cast<uint16_t>(io_uring_cqe_get_data64(cqe));
-      int res = cqe->res;
-      io_uring_cqe_seen(&ring, cqe);
-      if (res != UBLK_IO_RES_OK) {  // the device is stopping (ABORT) or failed
-        --live;
-        continue;
-      }
-      submit(UBLK_IO_COMMIT_AND_FETCH_REQ, tag, RunUblkRequest(*backend, descs[tag], bufs[tag].data()));
-      io_uring_submit(&ring);
-    }
-    munmap(map, desc_bytes);
-    io_uring_queue_exit(&ring);
+    std::unique_lock lock(ready_mu);
+    ready_cv.wait(lock, [this] { return queues_ready == info.nr_hw_queues; });
+    return queue_failure;
+  }
+
+  void QueueReady(const Status& s) {
+    std::lock_guard lock(ready_mu);
+    if (!s.ok() && queue_failure.ok()) queue_failure = s;
+    ++queues_ready;
+    ready_cv.notify_all();
   }
 
   Status Begin() {
@@ -175,8 +148,7 @@ struct UblkDevice::Impl {
       if (char_fd < 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     if (char_fd < 0) return Errno("cannot open " + cdev, errno);
-    for (uint16_t q = 0; q < kQueues; ++q) queues.emplace_back([this, q] { Queue(q); });
-    while (queues_fetching.load() < kQueues) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    CACHECORE_RETURN_IF_ERROR(StartQueues());
     // START_DEV (END_USER_RECOVERY when taking a device back) returns once
     // every tag of every queue has fetched.
     uint32_t op = recovered ? UBLK_CMD_END_USER_RECOVERY : UBLK_CMD_START_DEV;
@@ -196,8 +168,12 @@ struct UblkDevice::Impl {
       info = ublksrv_ctrl_dev_info{};
       return Status::Ok();
     }
-    if (probe.nr_hw_queues != kQueues || probe.queue_depth != kDepth) {
-      return Status::Mismatch("/dev/ublkb" + std::to_string(id) + " has another queue layout");
+    // Its queues, depth and buffer size stay as they were made (a queue
+    // per tag set the kernel keeps).
+    if (probe.nr_hw_queues == 0 || probe.nr_hw_queues > kMaxQueues ||
+        probe.queue_depth == 0 || probe.queue_depth > UBLK_MAX_QUEUE_DEPTH ||
+        probe.max_io_buf_bytes == 0 || probe.max_io_buf_bytes > kMaxIo) {
+      return Status::Mismatch("/dev/ublkb" + std::to_string(id) + " has a queue layout this daemon cannot serve");
     }
     info = probe;
     CACHECORE_RETURN_IF_ERROR(Command(UBLK_CMD_START_USER_RECOVERY, "start recovery"));

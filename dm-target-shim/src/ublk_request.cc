@@ -17,23 +17,33 @@ UblkRequest DecodeUblkRequest(const ublksrv_io_desc& desc) {
   return r;
 }
 
-int32_t RunUblkRequest(BlockBackend& backend, const ublksrv_io_desc& desc, uint8_t* buf) {
-  UblkRequest r = DecodeUblkRequest(desc);
-  // The driver takes a read's or write's result as the bytes done; for the
-  // other operations it looks only at the sign. A negative errno becomes
-  // the request's block status (ENOSPC, EOPNOTSUPP and EBUSY keep their
-  // meaning; the kernel takes an errno it has no status for as EIO).
-  auto done = [](const Status& s, uint64_t bytes) {
-    return s.ok() ? static_cast<int32_t>(bytes) : -ErrnoOf(s);
-  };
+void UblkRequestRun::Start(BlockBackend& backend, const ublksrv_io_desc& desc, uint8_t* buf) {
+  backend_ = &backend;
+  request_ = DecodeUblkRequest(desc);
+  zeroed_ = 0;
+  const UblkRequest& r = request_;
   switch (r.op) {
-    case UBLK_IO_OP_READ: return done(backend.Read(r.offset, buf, r.length), r.length);
-    case UBLK_IO_OP_WRITE: return done(backend.Write(r.offset, buf, r.length, r.fua), r.length);
-    case UBLK_IO_OP_FLUSH: return done(backend.Flush(), 0);
-    case UBLK_IO_OP_DISCARD: return done(backend.Trim(r.offset, r.length), 0);
-    case UBLK_IO_OP_WRITE_ZEROES: return done(WriteZeroes(backend, r.offset, r.length, r.fua), 0);
-    default: return -EOPNOTSUPP;
+    case UBLK_IO_OP_READ: return backend.ReadAsync(r.offset, buf, r.length, this);
+    case UBLK_IO_OP_WRITE: return backend.WriteAsync(r.offset, buf, r.length, r.fua, this);
+    case UBLK_IO_OP_FLUSH: return backend.FlushAsync(this);
+    case UBLK_IO_OP_DISCARD: return backend.TrimAsync(r.offset, r.length, this);
+    case UBLK_IO_OP_WRITE_ZEROES:
+      if (r.length == 0) return Finished(0);
+      return WriteNextZeroChunk(backend, r.offset, r.length, r.fua, &zeroed_, this);
+    default: return Finished(-EOPNOTSUPP);
   }
+}
+
+void UblkRequestRun::Done(Status status) {
+  const UblkRequest& r = request_;
+  if (!status.ok()) return Finished(-ErrnoOf(status));
+  if (r.op == UBLK_IO_OP_WRITE_ZEROES && zeroed_ < r.length) {
+    // An engine answers writes on its workers, so chunks do not nest; a
+    // backend that answers at once nests one frame per MiB of the range.
+    return WriteNextZeroChunk(*backend_, r.offset, r.length, r.fua, &zeroed_, this);
+  }
+  bool moves_data = r.op == UBLK_IO_OP_READ || r.op == UBLK_IO_OP_WRITE;
+  Finished(moves_data ? static_cast<int32_t>(r.length) : 0);
 }
 
 }  // namespace shim

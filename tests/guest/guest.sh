@@ -119,6 +119,7 @@ install -m 755 "$script" "$payload/test/run.sh"
 # The project's binaries go to /usr/local/bin, whatever their path here
 # (a build under /tmp would vanish under the guest's own /tmp).
 for b in "${binaries[@]}"; do
+  [ -x "$b" ] || { echo "guest: $b is not installed (the test needs it in the guest)" >&2; exit 1; }
   add_program "$payload" "$(readlink -f "$b")" "/usr/local/bin/$(basename "$b")"
 done
 (cd "$payload" && find . | cpio -o -H newc --quiet | gzip -1) >"$work/payload.cpio.gz"

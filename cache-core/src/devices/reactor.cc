@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -29,6 +30,7 @@ struct WakeOp final : ReactorOp {
 struct Reactor::State {
   io_uring ring{};
   bool ring_ready = false;
+  bool commands = false;  // entries of 128 bytes (IORING_SETUP_SQE128)
   int event_fd = -1;
   uint64_t wake_buffer = 0;  // what the eventfd read fills
   WakeOp waker;
@@ -55,19 +57,21 @@ struct Reactor::State {
   }
 };
 
-Result<std::unique_ptr<Reactor>> Reactor::Create(unsigned entries) {
+Result<std::unique_ptr<Reactor>> Reactor::Create(unsigned entries, bool commands) {
   auto state = std::make_unique<State>();
+  state->commands = commands;
+  const unsigned base_flags = IORING_SETUP_CQSIZE | (commands ? IORING_SETUP_SQE128 : 0);
   io_uring_params params{};
   // Completions' task work runs when the reactor enters the kernel anyway,
   // instead of interrupting it (Linux 5.19; older kernels get a plain ring).
-  params.flags = IORING_SETUP_COOP_TASKRUN | IORING_SETUP_CQSIZE;
+  params.flags = base_flags | IORING_SETUP_COOP_TASKRUN;
   // Room for many completions: every operation in flight may complete at
   // once (a hit of 1 MiB over 4 KiB lines is up to 256 reads).
   params.cq_entries = kCompletionEntries;
   int rc = io_uring_queue_init_params(entries, &state->ring, &params);
   if (rc == -EINVAL) {
     params = {};
-    params.flags = IORING_SETUP_CQSIZE;
+    params.flags = base_flags;
     params.cq_entries = kCompletionEntries;
     rc = io_uring_queue_init_params(entries, &state->ring, &params);
   }
@@ -137,6 +141,23 @@ void Reactor::SendMsg(int fd, const msghdr* msg, ReactorOp* op) {
 void Reactor::Fsync(int fd, ReactorOp* op) {
   io_uring_sqe* sqe = NextSqe();
   io_uring_prep_fsync(sqe, fd, IORING_FSYNC_DATASYNC);
+  Prepared(sqe, op);
+}
+
+void Reactor::Command(int fd, uint32_t cmd_op, const void* payload, uint32_t length,
+                      ReactorOp* op) {
+  constexpr uint32_t kPayloadRoom = 2 * sizeof(io_uring_sqe) - offsetof(io_uring_sqe, cmd);
+  if (!state_->commands || length > kPayloadRoom) {
+    // A programming error: the entry could not hold the command.
+    std::fprintf(stderr, "reactor: a %u-byte command on a ring without room for it\n", length);
+    std::abort();
+  }
+  io_uring_sqe* sqe = NextSqe();
+  std::memset(static_cast<void*>(sqe), 0, 2 * sizeof(io_uring_sqe));
+  sqe->opcode = IORING_OP_URING_CMD;
+  sqe->fd = fd;
+  sqe->cmd_op = cmd_op;
+  std::memcpy(sqe->cmd, payload, length);
   Prepared(sqe, op);
 }
 

@@ -341,7 +341,7 @@ Status Engine::Impl::WriteRequest(uint64_t offset, const uint8_t* in, uint64_t l
   }
   CountOutcome(tally, {stats.write_hits, stats.write_misses, stats.write_full, stats.write_partial,
                        stats.write_miss_req});
-  if (s.ok() && fua) s = SyncAll();
+  if (s.ok() && fua) s = GroupSync();
   return s;
 }
 
@@ -351,12 +351,14 @@ void Engine::Impl::CountReads(const Tally& tally) {
 }
 
 Status Engine::Read(uint64_t offset, void* buffer, uint64_t length) {
+  RequestInFlight counted(impl_->stats);
   CACHECORE_RETURN_IF_ERROR(CheckRange(*impl_, offset, length));
   const bool bypass = impl_->BypassAndHeat(offset, length);
   return impl_->ReadRequest(offset, static_cast<uint8_t*>(buffer), length, bypass);
 }
 
 Status Engine::Write(uint64_t offset, const void* buffer, uint64_t length, bool fua) {
+  RequestInFlight counted(impl_->stats);
   CACHECORE_RETURN_IF_ERROR(CheckRange(*impl_, offset, length));
   CACHECORE_RETURN_IF_ERROR(RefuseIfMetadataFailed(*impl_));
   const bool bypass = impl_->BypassAndHeat(offset, length);
@@ -382,14 +384,18 @@ Status Engine::Impl::DiscardRequest(uint64_t offset, uint64_t length) {
 Status Engine::Impl::SyncRequest() {
   if (shut_down.load()) return Status::Busy("the cache is shut down");
   CACHECORE_RETURN_IF_ERROR(RefuseIfMetadataFailed(*this));
-  return SyncAll();
+  return GroupSync();
 }
 
 Status Engine::Discard(uint64_t offset, uint64_t length) {
+  RequestInFlight counted(impl_->stats);
   return impl_->DiscardRequest(offset, length);
 }
 
-Status Engine::Sync() { return impl_->SyncRequest(); }
+Status Engine::Sync() {
+  RequestInFlight counted(impl_->stats);
+  return impl_->SyncRequest();
+}
 
 Status Engine::Flush(const FlushProgress& progress) {
   MutexLock lock(impl_->manage_mu);

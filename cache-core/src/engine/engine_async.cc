@@ -76,7 +76,7 @@ class AsyncWorkers {
       queue_.pop_front();
       ++running_;
       lock.Unlock();
-      job.done->Done(Execute(job));
+      im_.Answer(job.done, Execute(job));
       lock.Lock();
       if (--running_ == 0 && queue_.empty()) idle_cv_.notify_all();
     }
@@ -281,13 +281,14 @@ void Engine::Impl::FinishReadHit(AsyncHit& hit) {
     return;
   }
   CountReads({length / kBlockSize, 0});
-  done->Done(Status::Ok());
+  Answer(done, Status::Ok());
 }
 
 // ---- the entry points
 
 void Engine::ReadAsync(uint64_t offset, void* buffer, uint64_t length, EngineCompletion* done) {
   if (Status s = CheckRange(*impl_, offset, length); !s.ok()) return done->Done(s);
+  impl_->stats.Taken();
   const bool bypass = impl_->BypassAndHeat(offset, length);
   auto* out = static_cast<uint8_t*>(buffer);
   if (Reactor::Current() != nullptr && impl_->TryReadHitAsync(offset, out, length, bypass, done)) {
@@ -300,6 +301,7 @@ void Engine::WriteAsync(uint64_t offset, const void* buffer, uint64_t length, bo
                         EngineCompletion* done) {
   if (Status s = CheckRange(*impl_, offset, length); !s.ok()) return done->Done(s);
   if (Status s = RefuseIfMetadataFailed(*impl_); !s.ok()) return done->Done(s);
+  impl_->stats.Taken();
   const bool bypass = impl_->BypassAndHeat(offset, length);
   // The workers only read from it: the cast fits the job's one buffer field.
   auto* in = const_cast<uint8_t*>(static_cast<const uint8_t*>(buffer));
@@ -312,11 +314,13 @@ void Engine::Impl::DrainWorkers() {
 
 void Engine::DiscardAsync(uint64_t offset, uint64_t length, EngineCompletion* done) {
   if (Status s = CheckRange(*impl_, offset, length); !s.ok()) return done->Done(s);
+  impl_->stats.Taken();
   impl_->Workers().Run({AsyncJob::kDiscard, offset, length, nullptr, false, false, done});
 }
 
 void Engine::SyncAsync(EngineCompletion* done) {
   if (impl_->shut_down.load()) return done->Done(Status::Busy("the cache is shut down"));
+  impl_->stats.Taken();
   impl_->Workers().Run({AsyncJob::kSync, 0, 0, nullptr, false, false, done});
 }
 

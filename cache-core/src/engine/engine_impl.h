@@ -53,6 +53,18 @@ class AsyncWorkers;  // engine_async.cc
 struct HitPool;      // engine_async.cc
 struct AsyncHit;     // engine_async.cc
 
+// A synchronous client request, counted in flight while it lives.
+class RequestInFlight {
+ public:
+  explicit RequestInFlight(LiveStats& stats) : stats_(stats) { stats_.Taken(); }
+  ~RequestInFlight() { stats_.Answered(); }
+  RequestInFlight(const RequestInFlight&) = delete;
+  RequestInFlight& operator=(const RequestInFlight&) = delete;
+
+ private:
+  LiveStats& stats_;
+};
+
 struct Engine::Impl {
   Impl(const EngineDevices& devices, const EngineConfig& config, const CacheIdentity& identity);
   ~Impl();
@@ -104,6 +116,11 @@ struct Engine::Impl {
   Status DiscardRequest(uint64_t offset, uint64_t length);  // checks its range
   Status SyncRequest();
   void CountReads(const Tally& tally);
+  // An asynchronous request's answer: counted out of flight, then `done`.
+  void Answer(EngineCompletion* done, Status status) {
+    stats.Answered();
+    done->Done(std::move(status));
+  }
   // A read that hits in full, served on the calling reactor (engine_async.cc).
   // False, with nothing done, when it does not apply.
   bool TryReadHitAsync(uint64_t offset, uint8_t* out, uint64_t length, bool bypass,
@@ -166,6 +183,20 @@ struct Engine::Impl {
   // Fills the partial edge blocks of `seg` in `window` from cache or origin.
   Status FillEdges(const Segment& seg, std::optional<uint32_t> slot, uint8_t* window);
   Status SyncAll();
+  // SyncAll for clients (flushes and FUA writes), as a group commit: a
+  // caller that arrives while one runs waits for the next, which then runs
+  // once for every caller that arrived meanwhile. Returns once a SyncAll
+  // that began after the call has ended, with that sync's status (or a
+  // later one's: a later sync covers the caller's writes as well).
+  Status GroupSync();
+  struct SyncGroup {
+    Mutex mu;
+    std::condition_variable ended;
+    uint64_t asked GUARDED_BY(mu) = 0;    // tickets handed out
+    uint64_t covered GUARDED_BY(mu) = 0;  // the last ticket the last ended sync covers
+    bool running GUARDED_BY(mu) = false;
+    Status last GUARDED_BY(mu);           // that sync's status
+  } sync_group;
   // SyncAll's first step, also taken alone (before the cleaner writes
   // blocks over clean data, before an announcement that promises data):
   // the dirty-region map's changed pages, then the cache device's flush

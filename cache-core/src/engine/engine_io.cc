@@ -425,6 +425,27 @@ Status Engine::Impl::SyncAll() {
   return Status::Ok();
 }
 
+Status Engine::Impl::GroupSync() {
+  SyncGroup& g = sync_group;
+  MutexLock lock(g.mu);
+  const uint64_t ticket = ++g.asked;
+  if (g.running) ReachedStep("sync-group-waiting");  // a test point: waits for the next sync
+  while (g.running && g.covered < ticket) lock.Wait(g.ended);
+  if (g.covered >= ticket) return g.last;
+  // This caller runs the sync for every ticket handed out so far: each was
+  // asked after its writes completed, and before the sync begins.
+  g.running = true;
+  const uint64_t covers = g.asked;
+  lock.Unlock();
+  Status s = SyncAll();
+  lock.Lock();
+  g.running = false;
+  g.covered = covers;
+  g.last = s;
+  g.ended.notify_all();
+  return s;
+}
+
 Status Engine::Impl::FlushCacheSide() {
   CACHECORE_RETURN_IF_ERROR(PersistDirtyMap(MapWrite::kChanged, /*flush=*/false));  // counts its own errors
   Status c = dev.cache->Flush();

@@ -15,6 +15,13 @@ double StatsSnapshot::hit_ratio() const {
   return Ratio(read_hits + write_hits, read_misses + write_misses);
 }
 
+void LiveStats::Taken() {
+  uint64_t now = in_flight.fetch_add(1, std::memory_order_relaxed) + 1;
+  uint64_t peak = peak_in_flight.load(std::memory_order_relaxed);
+  while (now > peak && !peak_in_flight.compare_exchange_weak(peak, now, std::memory_order_relaxed)) {
+  }
+}
+
 void LiveStats::ResetCounters() {
   for (auto* c : {&read_hits, &read_misses, &write_hits, &write_misses, &read_full, &read_partial,
                   &read_miss_req, &write_full, &write_partial, &write_miss_req, &promotions,
@@ -23,6 +30,7 @@ void LiveStats::ResetCounters() {
                   &origin_flush_err, &metadata_err, &checksum_repaired, &checksum_failed}) {
     c->store(0, std::memory_order_relaxed);
   }
+  peak_in_flight.store(Load(in_flight), std::memory_order_relaxed);
 }
 
 StatsSnapshot LiveStats::Snapshot(uint64_t capacity_lines, bool failed) const {
@@ -46,6 +54,8 @@ StatsSnapshot LiveStats::Snapshot(uint64_t capacity_lines, bool failed) const {
   s.bypassed = Load(bypassed);
   s.cleaner_writes = Load(cleaner_writes);
   s.cleaned_blocks = Load(cleaned_blocks);
+  s.requests_in_flight = Load(in_flight);
+  s.peak_requests_in_flight = Load(peak_in_flight);
   s.errors.cache_read = Load(cache_read_err);
   s.errors.cache_write = Load(cache_write_err);
   s.errors.cache_flush = Load(cache_flush_err);

@@ -60,6 +60,14 @@ uint32_t ZeroChunkBytes();
 // Status (chunks before it stay written, as with any failed write).
 Status WriteZeroes(BlockBackend& backend, uint64_t offset, uint64_t length, bool fua);
 
+// WriteZeroes on the asynchronous calls, a chunk at a time: hands the chunk
+// of [offset, offset + length) that starts `*zeroed` bytes in to
+// backend.WriteAsync and advances `*zeroed`; `done` runs when that chunk
+// completes, and calls again while *zeroed < length (and it succeeded).
+// As with WriteZeroes, only the last chunk carries FUA.
+void WriteNextZeroChunk(BlockBackend& backend, uint64_t offset, uint64_t length, bool fua,
+                        uint64_t* zeroed, Completion* done);
+
 // The errno (positive; 0 for OK) a front end reports for `s`, the one
 // place a Status becomes an errno:
 //   InvalidArgument -> EINVAL; OutOfRange, NoSpace -> ENOSPC (NBD's

@@ -49,7 +49,9 @@ class Reactor {
  public:
   // `entries`: submission queue size (a power of two); more operations may
   // be in flight, the queue only holds those not yet handed to the kernel.
-  static Result<std::unique_ptr<Reactor>> Create(unsigned entries = 256);
+  // `commands`: entries of 128 bytes, room for Command()'s payload (a ublk
+  // queue's FETCH and COMMIT go on the ring its I/O uses).
+  static Result<std::unique_ptr<Reactor>> Create(unsigned entries = 256, bool commands = false);
   ~Reactor();
   Reactor(const Reactor&) = delete;
   Reactor& operator=(const Reactor&) = delete;
@@ -65,6 +67,9 @@ class Reactor {
   void Recv(int fd, void* buffer, uint32_t length, ReactorOp* op);
   void SendMsg(int fd, const msghdr* msg, ReactorOp* op);
   void Fsync(int fd, ReactorOp* op);  // fdatasync
+  // A driver command (IORING_OP_URING_CMD) on `fd`: `cmd_op` and up to 80
+  // bytes of `payload`, copied. Only on a reactor created with `commands`.
+  void Command(int fd, uint32_t cmd_op, const void* payload, uint32_t length, ReactorOp* op);
 
   // This reactor's thread only: runs task->Run() once the completions and
   // posted tasks at hand have run, before the reactor submits and waits

@@ -26,6 +26,10 @@ struct StatsSnapshot {
   uint64_t capacity_lines = 0, occupancy_lines = 0, dirty_lines = 0, clean_lines = 0;
   uint64_t promotions = 0, evictions = 0, bypassed = 0;
   uint64_t cleaner_writes = 0, cleaned_blocks = 0;
+  // Client requests (reads, writes, trims, syncs) the engine has taken and
+  // not yet answered: now, and the most at once since start or reset (what
+  // a front end's queue depth reaches inside the engine).
+  uint64_t requests_in_flight = 0, peak_requests_in_flight = 0;
   ErrorCounts errors;
   bool failed = false;  // past the error threshold: new I/O passes through
   // A metadata write or sync failed: writes, trims and flushes fail with an
@@ -47,11 +51,16 @@ struct LiveStats {
   std::atomic<uint64_t> cache_read_err{0}, cache_write_err{0}, cache_flush_err{0};
   std::atomic<uint64_t> origin_read_err{0}, origin_write_err{0}, origin_flush_err{0};
   std::atomic<uint64_t> metadata_err{0}, checksum_repaired{0}, checksum_failed{0};
+  std::atomic<uint64_t> in_flight{0}, peak_in_flight{0};
 
   static void Bump(std::atomic<uint64_t>& c, uint64_t n = 1) {
     c.fetch_add(n, std::memory_order_relaxed);
   }
-  // Zeroes the access and error counters (not occupancy or dirty lines).
+  // A client request taken; Answered when its answer goes out.
+  void Taken();
+  void Answered() { in_flight.fetch_sub(1, std::memory_order_relaxed); }
+  // Zeroes the access and error counters (not occupancy or dirty lines);
+  // the peak in flight starts again from the requests in flight now.
   void ResetCounters();
   StatsSnapshot Snapshot(uint64_t capacity_lines, bool failed) const;
 };

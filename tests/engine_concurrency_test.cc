@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <random>
 #include <string_view>
@@ -15,6 +16,7 @@
 
 #include "support/block_io.h"
 #include "support/engine_rig.h"
+#include "support/fault_device.h"
 #include "cachecore/engine/steps.h"
 
 namespace cachecore::testing {
@@ -74,6 +76,65 @@ TEST(GroupCommitTest, ConcurrentSyncsShareOneSync) {
   SetStepObserver(nullptr);
   EXPECT_EQ(steps.waiting, 7);
   EXPECT_EQ(steps.syncs, 2) << "concurrent flushes each ran a sync of their own";
+}
+
+std::function<void(std::string_view)>* g_step_fn = nullptr;
+void RunStepFn(const char* step) { (*g_step_fn)(step); }
+
+// A caller waiting for the next sync gets the status of the sync that
+// covered it, not a later one's: here sync 2 (led by another caller) fails
+// its origin flush while the caller is still on its way, and sync 3 then
+// succeeds before the caller looks. Found by a second reader: the caller
+// took whatever the last ended sync had returned, so it was told its data
+// was durable (or, the other way round, a false EIO).
+TEST(GroupCommitTest, ACallerGetsTheStatusOfTheSyncThatCoveredIt) {
+  EngineRig rig;
+  EngineConfig c;
+  c.mode = CacheMode::kWriteBack;
+  c.background_cleaner = false;
+  ASSERT_TRUE(rig.Create(c).ok());
+  ASSERT_TRUE(WritePattern(rig.engine(), 0, 64 * K, 1).ok());
+  std::mutex mu;
+  std::condition_variable cv;
+  int syncs = 0;
+  bool release_first = false, first_done = false, caller_waited = false;
+  Status second, third;
+  std::function<void(std::string_view)> fn = [&](std::string_view step) {
+    std::unique_lock lock(mu);
+    if (step == "sync-1-epoch-begun" && ++syncs == 1) {
+      cv.notify_all();
+      cv.wait(lock, [&] { return release_first; });  // sync 1 waits for the caller
+    }
+    if (step != "sync-group-waiting" || caller_waited) return;
+    caller_waited = true;  // the caller is registered for the next sync
+    release_first = true;
+    cv.notify_all();
+    cv.wait(lock, [&] { return first_done; });
+    lock.unlock();
+    rig.origin().FailAlways(kFaultFlush);
+    std::thread([&] { second = rig.engine().Sync(); }).join();  // covers the caller
+    rig.origin().ClearFaults();
+    std::thread([&] { third = rig.engine().Sync(); }).join();
+  };
+  g_step_fn = &fn;
+  SetStepObserver(RunStepFn);
+  std::thread first([&] {
+    EXPECT_TRUE(rig.engine().Sync().ok());
+    std::lock_guard lock(mu);
+    first_done = true;
+    cv.notify_all();
+  });
+  {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return syncs == 1; });
+  }
+  Status caller = rig.engine().Sync();
+  first.join();
+  SetStepObserver(nullptr);
+  EXPECT_FALSE(second.ok());
+  EXPECT_TRUE(third.ok()) << third.ToString();
+  EXPECT_FALSE(caller.ok()) << "the sync that covered this caller failed, yet it got OK";
+  EXPECT_EQ(syncs, 3);
 }
 
 class ConcurrencyTest : public ::testing::TestWithParam<uint32_t> {};

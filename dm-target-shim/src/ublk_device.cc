@@ -61,9 +61,11 @@ struct UblkDevice::Impl {
   int char_fd = -1;
   std::string device;
   std::vector<std::thread> queues;
-  std::mutex ready_mu;
-  std::condition_variable ready_cv;
-  uint16_t queues_ready = 0;  // queues set up or failed to
+  std::mutex start_mu;
+  std::condition_variable start_cv;
+  uint16_t queues_set_up = 0;    // queues that set up or failed to
+  bool start_decided = false;    // all reported: they fetch if none failed
+  uint16_t queues_fetching = 0;  // queues whose fetches are in the kernel
   Status queue_failure;
   bool added = false, started = false, recovered = false;
 
@@ -121,24 +123,50 @@ struct UblkDevice::Impl {
   }
 
   // A thread per queue, each serving its tags on a reactor of its own.
-  // Returns once every queue has set up (or one could not).
+  // Two steps: every queue sets up, and only if all could do they fetch
+  // (a queue fetching on a device that never starts would wait forever);
+  // returns once every queue's fetches are in the kernel.
   Status StartQueues() {
-    for (uint16_t q = 0; q < info.nr_hw_queues; ++q) {
+    const uint16_t n = info.nr_hw_queues;
+    for (uint16_t q = 0; q < n; ++q) {
       queues.emplace_back([this, q] {
         UblkQueue queue(backend, char_fd, q, info.queue_depth, info.max_io_buf_bytes);
-        queue.Run([this](const Status& s) { QueueReady(s); });
+        queue.Run([this](const Status& s) { return QueueSetUp(s); }, [this] { QueueFetching(); });
       });
     }
-    std::unique_lock lock(ready_mu);
-    ready_cv.wait(lock, [this] { return queues_ready == info.nr_hw_queues; });
-    return queue_failure;
+    std::unique_lock lock(start_mu);
+    start_cv.wait(lock, [&] { return queues_set_up == n; });
+    start_decided = true;
+    start_cv.notify_all();
+    if (!queue_failure.ok()) {
+      lock.unlock();
+      JoinQueues();
+      return queue_failure;
+    }
+    start_cv.wait(lock, [&] { return queues_fetching == n; });
+    return Status::Ok();
   }
 
-  void QueueReady(const Status& s) {
-    std::lock_guard lock(ready_mu);
+  // A queue's thread: reports its set-up, waits for every other queue's,
+  // and says whether to go on.
+  bool QueueSetUp(const Status& s) {
+    std::unique_lock lock(start_mu);
     if (!s.ok() && queue_failure.ok()) queue_failure = s;
-    ++queues_ready;
-    ready_cv.notify_all();
+    ++queues_set_up;
+    start_cv.notify_all();
+    start_cv.wait(lock, [this] { return start_decided; });
+    return queue_failure.ok();
+  }
+
+  void QueueFetching() {
+    std::lock_guard lock(start_mu);
+    ++queues_fetching;
+    start_cv.notify_all();
+  }
+
+  void JoinQueues() {
+    for (auto& t : queues) t.join();
+    queues.clear();
   }
 
   Status Begin() {
@@ -185,10 +213,16 @@ struct UblkDevice::Impl {
 
   Status End() {
     Status s;
-    if (started) s = Command(UBLK_CMD_STOP_DEV, "stop");
+    // Also when the device never started (START_DEV or END_USER_RECOVERY
+    // failed): the stop aborts the queues' fetches, so their threads end.
+    if (started) {
+      s = Command(UBLK_CMD_STOP_DEV, "stop");
+    } else if (queues_fetching > 0) {
+      (void)Command(UBLK_CMD_STOP_DEV, "stop");
+    }
     started = false;
-    for (auto& t : queues) t.join();
-    queues.clear();
+    JoinQueues();
+    queues_fetching = 0;  // End may run again (Disconnect, then the destructor)
     if (char_fd >= 0) close(char_fd);
     char_fd = -1;
     if (added) {

@@ -4,6 +4,7 @@
 #include <sys/mman.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "ublk_request.h"
@@ -39,6 +40,10 @@ class UblkQueue::FetchAll final : public cachecore::ReactorTask {
       ublksrv_io_cmd cmd{q_->id_, t->tag, -1, reinterpret_cast<uint64_t>(t->buffer)};
       q_->reactor_->Command(q_->char_fd_, UBLK_IO_FETCH_REQ, &cmd, sizeof(cmd), t.get());
     }
+    // Once submitted, a STOP_DEV finds them and aborts them: stopping a
+    // device that then fails to start does not hang on them.
+    q_->reactor_->Submit();
+    q_->fetching_();
   }
 
  private:
@@ -86,10 +91,11 @@ Status UblkQueue::SetUp() {
   return Status::Ok();
 }
 
-void UblkQueue::Run(const std::function<void(const Status&)>& ready) {
+void UblkQueue::Run(const std::function<bool(const Status&)>& set_up,
+                    const std::function<void()>& fetching) {
   Status s = SetUp();
-  ready(s);
-  if (!s.ok()) return;
+  if (!set_up(s) || !s.ok()) return;
+  fetching_ = fetching;
   live_ = depth_;
   FetchAll fetch(this);
   reactor_->Post(&fetch);
@@ -98,7 +104,13 @@ void UblkQueue::Run(const std::function<void(const Status&)>& ready) {
 
 void UblkQueue::Fetched(Tag& tag, int result) {
   if (result == UBLK_IO_RES_OK) return tag.Start(*backend_, descs_[tag.tag], tag.buffer);
-  // UBLK_IO_RES_ABORT: the device is stopping, and this tag with it.
+  // UBLK_IO_RES_ABORT: the device is stopping, and this tag with it. Any
+  // other answer is the kernel refusing the command: said, as the tag is
+  // lost to the queue.
+  if (result != UBLK_IO_RES_ABORT) {
+    std::fprintf(stderr, "ublk queue %u tag %u: the driver refused its command: %s\n", id_,
+                 tag.tag, std::strerror(result < 0 ? -result : result));
+  }
   if (--live_ == 0) reactor_->Stop();
 }
 

@@ -28,10 +28,13 @@ class UblkQueue {
   UblkQueue& operator=(const UblkQueue&) = delete;
 
   // On the calling thread, which becomes the queue's thread: sets up (the
-  // reactor, the descriptors, the buffers), reports that to `ready` (OK, or
-  // why not: then it returns at once, having fetched nothing), fetches on
-  // every tag and serves until the device stops (every tag aborted).
-  void Run(const std::function<void(const Status&)>& ready);
+  // reactor, the descriptors, the buffers) and reports it to `set_up` (OK,
+  // or why not), which says whether to go on (the device starts only when
+  // every queue could set up); if not, returns having fetched nothing.
+  // Otherwise fetches on every tag, calls `fetching` once the fetches are
+  // in the kernel's hands, and serves until the device stops (every tag
+  // aborted).
+  void Run(const std::function<bool(const Status&)>& set_up, const std::function<void()>& fetching);
 
  private:
   struct Tag;
@@ -50,6 +53,7 @@ class UblkQueue {
   uint8_t* buffers_ = nullptr;  // depth_ x max_io_, touched only as used
   std::vector<std::unique_ptr<Tag>> tags_;
   uint16_t live_ = 0;  // tags not yet aborted
+  std::function<void()> fetching_;
 };
 
 }  // namespace shim

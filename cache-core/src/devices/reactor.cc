@@ -161,6 +161,14 @@ void Reactor::Command(int fd, uint32_t cmd_op, const void* payload, uint32_t len
   Prepared(sqe, op);
 }
 
+void Reactor::Submit() {
+  while (true) {
+    int rc = io_uring_submit(&state_->ring);
+    if (rc != -EBUSY && rc != -EAGAIN) return;  // other errors come back from the wait in Run()
+    Stash();
+  }
+}
+
 void Reactor::Post(ReactorTask* task) {
   // The wake-up is written under the mutex: once the reactor has run this
   // task, its owner may destroy the reactor, and ~State waits for the mutex.

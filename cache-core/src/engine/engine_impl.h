@@ -186,16 +186,21 @@ struct Engine::Impl {
   // SyncAll for clients (flushes and FUA writes), as a group commit: a
   // caller that arrives while one runs waits for the next, which then runs
   // once for every caller that arrived meanwhile. Returns once a SyncAll
-  // that began after the call has ended, with that sync's status (or a
-  // later one's: a later sync covers the caller's writes as well).
+  // that began after the call has ended, with the status of the sync that
+  // covered it (not a later one's: a later success proves nothing of an
+  // earlier failed flush).
   Status GroupSync();
+  struct SyncWaiter {  // a caller waiting for the next sync, on its stack
+    uint64_t ticket = 0;
+    bool done = false;
+    Status status;
+  };
   struct SyncGroup {
     Mutex mu;
     std::condition_variable ended;
-    uint64_t asked GUARDED_BY(mu) = 0;    // tickets handed out
-    uint64_t covered GUARDED_BY(mu) = 0;  // the last ticket the last ended sync covers
+    uint64_t asked GUARDED_BY(mu) = 0;  // tickets handed out
     bool running GUARDED_BY(mu) = false;
-    Status last GUARDED_BY(mu);           // that sync's status
+    std::vector<SyncWaiter*> waiting GUARDED_BY(mu);
   } sync_group;
   // SyncAll's first step, also taken alone (before the cleaner writes
   // blocks over clean data, before an announcement that promises data):

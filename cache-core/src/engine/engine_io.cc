@@ -428,10 +428,20 @@ Status Engine::Impl::SyncAll() {
 Status Engine::Impl::GroupSync() {
   SyncGroup& g = sync_group;
   MutexLock lock(g.mu);
-  const uint64_t ticket = ++g.asked;
-  if (g.running) ReachedStep("sync-group-waiting");  // a test point: waits for the next sync
-  while (g.running && g.covered < ticket) lock.Wait(g.ended);
-  if (g.covered >= ticket) return g.last;
+  SyncWaiter me;
+  me.ticket = ++g.asked;
+  if (g.running) {
+    g.waiting.push_back(&me);
+    lock.Unlock();
+    ReachedStep("sync-group-waiting");  // a test point: waits for the next sync
+    lock.Lock();
+    lock.Wait(g.ended, [&] {
+      g.mu.AssertHeld();
+      return me.done || !g.running;
+    });
+    if (me.done) return me.status;
+    std::erase(g.waiting, &me);  // no sync covered it yet: this caller runs the next
+  }
   // This caller runs the sync for every ticket handed out so far: each was
   // asked after its writes completed, and before the sync begins.
   g.running = true;
@@ -440,8 +450,12 @@ Status Engine::Impl::GroupSync() {
   Status s = SyncAll();
   lock.Lock();
   g.running = false;
-  g.covered = covers;
-  g.last = s;
+  std::erase_if(g.waiting, [&](SyncWaiter* w) {
+    if (w->ticket > covers) return false;  // arrived once the sync had begun
+    w->status = s;
+    w->done = true;
+    return true;
+  });
   g.ended.notify_all();
   return s;
 }

@@ -71,6 +71,10 @@ class Reactor {
   // bytes of `payload`, copied. Only on a reactor created with `commands`.
   void Command(int fd, uint32_t cmd_op, const void* payload, uint32_t length, ReactorOp* op);
 
+  // This reactor's thread only: hands the operations prepared so far to
+  // the kernel now, rather than when the reactor next waits (a driver
+  // command is then in the kernel's hands when this returns).
+  void Submit();
   // This reactor's thread only: runs task->Run() once the completions and
   // posted tasks at hand have run, before the reactor submits and waits
   // again (a session sends the replies of a whole round together). No lock,

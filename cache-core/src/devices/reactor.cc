@@ -91,11 +91,7 @@ Reactor* Reactor::Current() { return current_reactor; }
 io_uring_sqe* Reactor::NextSqe() {
   while (true) {
     if (io_uring_sqe* sqe = io_uring_get_sqe(&state_->ring)) return sqe;
-    // Full: hand what is queued to the kernel. It refuses while its
-    // completion queue overflows: take the completions off (to run later,
-    // not here, inside someone's submission) and try again.
-    int rc = io_uring_submit(&state_->ring);
-    if (rc == -EBUSY || rc == -EAGAIN) Stash();
+    Submit();  // full: hand what is queued to the kernel, then try again
   }
 }
 
@@ -165,6 +161,9 @@ void Reactor::Submit() {
   while (true) {
     int rc = io_uring_submit(&state_->ring);
     if (rc != -EBUSY && rc != -EAGAIN) return;  // other errors come back from the wait in Run()
+    // The kernel refuses while its completion queue overflows: take the
+    // completions off (to run later, not here, inside someone's
+    // submission) and try again.
     Stash();
   }
 }

@@ -194,6 +194,105 @@ TEST_F(EngineAsyncTest, AsyncWritesAndSyncSurviveAPowerCut) {
   for (size_t i = 0; i < kWrites; ++i) EXPECT_TRUE(HasPattern(rig_.engine(), i * kBlock, kBlock, 11));
 }
 
+// Writes `requests` requests of `blocks` blocks each from block `first` on
+// a reactor, the last first.
+void WriteOnReactor(Engine& engine, uint64_t first, size_t requests, size_t blocks, uint32_t tag,
+                    bool fua, Completions& done) {
+  const uint64_t bytes = blocks * kBlock;
+  AlignedBuffer data(requests * bytes);
+  FillPattern(data.data(), first * kBlock, requests * bytes, tag);
+  OnReactor([&] {
+    for (size_t i = requests; i-- > 0;) {
+      engine.WriteAsync(first * kBlock + i * bytes, data.data() + i * bytes, bytes, fua, done.at(i));
+    }
+  }, done, requests);
+}
+
+TEST_F(EngineAsyncTest, WriteBackWritesOverCachedLinesAreServedOnTheReactor) {
+  // A line each (16 KiB): two writes in flight on one line would share
+  // its stripe, and the second would go to the workers.
+  constexpr size_t kWrites = 32, kLineBlocks = 4;  // under the sequential cutoff
+  ASSERT_TRUE(WritePattern(rig_.engine(), 0, kWrites * kLineBlocks * kBlock, 1).ok());  // cached, dirty
+  StatsSnapshot before = rig_.engine().stats();
+  Completions done(kWrites);
+  WriteOnReactor(rig_.engine(), 0, kWrites, kLineBlocks, 2, false, done);
+  EXPECT_EQ(done.failed(), 0u) << done.last_error();
+  EXPECT_EQ(done.on_reactor(), kWrites);  // not one went to the workers
+  EXPECT_TRUE(HasPattern(rig_.engine(), 0, kWrites * kLineBlocks * kBlock, 2));
+  StatsSnapshot after = rig_.engine().stats();
+  EXPECT_EQ(after.write_hits - before.write_hits, kWrites * kLineBlocks);
+  EXPECT_EQ(after.peak_requests_in_flight, kWrites);
+  EXPECT_EQ(after.requests_in_flight, 0u);
+  EXPECT_TRUE(rig_.engine().CheckRecordsAgreeForTest().ok());
+  // Acknowledged, then synced: they survive losing every unsynced write.
+  ASSERT_TRUE(rig_.engine().Sync().ok());
+  ASSERT_TRUE(rig_.PowerCutAndReopen(config_, PowerCutMode::kDropUnsynced).ok());
+  EXPECT_TRUE(HasPattern(rig_.engine(), 0, kWrites * kLineBlocks * kBlock, 2));
+}
+
+TEST_F(EngineAsyncTest, AMultiLineWriteIsOneRequestOnTheReactor) {
+  ASSERT_TRUE(WritePattern(rig_.engine(), 0, 64 * kBlock, 1).ok());  // 16 lines
+  Completions done(1);
+  WriteOnReactor(rig_.engine(), 2, 1, 60, 4, false, done);
+  EXPECT_EQ(done.failed(), 0u) << done.last_error();
+  EXPECT_EQ(done.on_reactor(), 1u);
+  EXPECT_TRUE(HasPattern(rig_.engine(), 0, 2 * kBlock, 1));
+  EXPECT_TRUE(HasPattern(rig_.engine(), 2 * kBlock, 60 * kBlock, 4));
+  EXPECT_TRUE(HasPattern(rig_.engine(), 62 * kBlock, 2 * kBlock, 1));
+}
+
+// Dirty data that a sync made durable is announced before it is rewritten
+// (a synced record: it blocks), so such a write runs on the workers; so
+// does a write to a line not cached (it allocates).
+TEST_F(EngineAsyncTest, WritesThatMustAnnounceOrAllocateRunOnTheWorkers) {
+  ASSERT_TRUE(WritePattern(rig_.engine(), 0, 4 * kBlock, 1).ok());
+  ASSERT_TRUE(rig_.engine().Sync().ok());
+  Completions rewrite(1);
+  WriteOnReactor(rig_.engine(), 0, 1, 1, 3, false, rewrite);
+  EXPECT_EQ(rewrite.failed(), 0u) << rewrite.last_error();
+  EXPECT_EQ(rewrite.on_reactor(), 0u);
+  Completions fresh(1);
+  WriteOnReactor(rig_.engine(), 100, 1, 1, 3, false, fresh);
+  EXPECT_EQ(fresh.on_reactor(), 0u);
+  // Once announced in this epoch, the block's next rewrite stays on the reactor.
+  Completions again(1);
+  WriteOnReactor(rig_.engine(), 0, 1, 1, 5, false, again);
+  EXPECT_EQ(again.on_reactor(), 1u);
+  ASSERT_TRUE(rig_.engine().Sync().ok());
+  ASSERT_TRUE(rig_.PowerCutAndReopen(config_, PowerCutMode::kKeepUnsynced).ok());
+  EXPECT_TRUE(HasPattern(rig_.engine(), 0, kBlock, 5));
+  EXPECT_TRUE(HasPattern(rig_.engine(), kBlock, 3 * kBlock, 1));
+  EXPECT_TRUE(HasPattern(rig_.engine(), 100 * kBlock, kBlock, 3));
+}
+
+TEST_F(EngineAsyncTest, AFuaWriteOnTheReactorIsDurableWhenAnswered) {
+  ASSERT_TRUE(WritePattern(rig_.engine(), 0, 4 * kBlock, 1).ok());
+  Completions done(4);
+  WriteOnReactor(rig_.engine(), 0, 4, 1, 6, true, done);
+  EXPECT_EQ(done.failed(), 0u) << done.last_error();
+  ASSERT_TRUE(rig_.PowerCutAndReopen(config_, PowerCutMode::kDropUnsynced).ok());
+  EXPECT_TRUE(HasPattern(rig_.engine(), 0, 4 * kBlock, 6));
+}
+
+// A cache write that fails on the reactor: the data goes to the origin,
+// durably, on a worker, and the write succeeds.
+TEST_F(EngineAsyncTest, AFailedCacheWriteOnTheReactorGoesToTheOrigin) {
+  ASSERT_TRUE(WritePattern(rig_.engine(), 0, 4 * kBlock, 1).ok());
+  rig_.cache().FailNth(kFaultWrite, 1);
+  Completions done(1);
+  WriteOnReactor(rig_.engine(), 0, 1, 4, 7, false, done);
+  EXPECT_EQ(done.failed(), 0u) << done.last_error();
+  EXPECT_EQ(done.on_reactor(), 0u);  // answered by the worker that wrote the origin
+  EXPECT_EQ(rig_.engine().stats().errors.cache_write, 1u);
+  EXPECT_TRUE(HasPattern(rig_.engine(), 0, 4 * kBlock, 7));
+  AlignedBuffer origin(4 * kBlock);
+  ASSERT_TRUE(rig_.raw_origin().Read(0, origin.data(), 4 * kBlock).ok());
+  AlignedBuffer want(4 * kBlock);
+  FillPattern(want.data(), 0, 4 * kBlock, 7);
+  EXPECT_EQ(std::memcmp(origin.data(), want.data(), 4 * kBlock), 0);
+  EXPECT_TRUE(rig_.engine().CheckRecordsAgreeForTest().ok());
+}
+
 // Found by a review: Shutdown recorded a clean shutdown while the workers
 // still held writes, which then ran after it, unsynced. Now what was taken
 // completes before, and is synced by it; what comes later is refused.

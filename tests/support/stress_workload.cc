@@ -167,10 +167,20 @@ std::pair<uint64_t, uint64_t> StressWorkload::RandomRange(Rng& rng) const {
   return {first, count};
 }
 
+// Whole 4 KiB blocks in aligned memory: what a reactor serves itself (only
+// on a volume of whole blocks, where such a range always exists).
+void StressWorkload::WholeBlocks(uint64_t& first, uint64_t& count, size_t& skew) const {
+  if (model_.sectors() % 8 != 0) return;
+  first -= first % 8;
+  count = std::min((count + 7) / 8 * 8, (model_.sectors() - first) / 8 * 8);
+  skew = 0;
+}
+
 bool StressWorkload::Write(Rng& rng, bool zeroes) {
   auto [first, count] = RandomRange(rng);
   const bool fua = rng() % 8 == 0;
-  const size_t skew = rng() % 4 == 0 ? kMisalign : 0;
+  size_t skew = rng() % 4 == 0 ? kMisalign : 0;
+  if (options_.asynchronous && rng() % 2 == 0) WholeBlocks(first, count, skew);
   AlignedBuffer buffer(count * kSector + kMisalign);  // zeroed
   uint8_t* data = buffer.data() + skew;
   const uint64_t id = zeroes ? 0 : next_id_.fetch_add(1);
@@ -185,13 +195,7 @@ bool StressWorkload::Write(Rng& rng, bool zeroes) {
 bool StressWorkload::Read(Rng& rng) {
   auto [first, count] = RandomRange(rng);
   size_t skew = rng() % 4 == 0 ? kMisalign : 0;
-  // (Only on a volume of whole blocks, where such a range always exists.)
-  if (options_.asynchronous && rng() % 2 == 0 && model_.sectors() % 8 == 0) {
-    // Whole 4 KiB blocks in aligned memory: what a reactor serves itself.
-    first -= first % 8;
-    count = std::min((count + 7) / 8 * 8, (model_.sectors() - first) / 8 * 8);
-    skew = 0;
-  }
+  if (options_.asynchronous && rng() % 2 == 0) WholeBlocks(first, count, skew);
   AlignedBuffer buffer(count * kSector + kMisalign);
   uint8_t* data = buffer.data() + skew;
   const uint64_t start = model_.Now();

@@ -86,6 +86,8 @@ class StressWorkload {
   bool TogglePlacement(Rng& rng);
   // [first sector, count) for a request.
   std::pair<uint64_t, uint64_t> RandomRange(Rng& rng) const;
+  // Rounds the range out to whole 4 KiB blocks in aligned memory.
+  void WholeBlocks(uint64_t& first, uint64_t& count, size_t& skew) const;
   // Judges a request's status: true to go on. An error before the power
   // failed is a failure of the engine.
   bool Outcome(const Status& s, const std::string& what);

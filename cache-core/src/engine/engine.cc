@@ -135,7 +135,7 @@ Engine::Impl::Impl(const EngineDevices& devices, const EngineConfig& cfg, const 
       pin_limit_lines(uint64_t{capacity} * kPinLimitPct / 100), heat(id.origin_size, id.line_size) {}
 
 Engine::Impl::~Impl() {
-  workers.reset();  // runs what is queued (nothing, once the caller stopped its I/O)
+  async.reset();  // runs what is queued (nothing, once the caller stopped its I/O)
   StopMover();
   StopCleaner();
 }
@@ -339,10 +339,14 @@ Status Engine::Impl::WriteRequest(uint64_t offset, const uint8_t* in, uint64_t l
       return WriteSegment(seg, in + at, bypass, tally);
     });
   }
-  CountOutcome(tally, {stats.write_hits, stats.write_misses, stats.write_full, stats.write_partial,
-                       stats.write_miss_req});
+  CountWrites(tally);
   if (s.ok() && fua) s = GroupSync();
   return s;
+}
+
+void Engine::Impl::CountWrites(const Tally& tally) {
+  CountOutcome(tally, {stats.write_hits, stats.write_misses, stats.write_full, stats.write_partial,
+                       stats.write_miss_req});
 }
 
 void Engine::Impl::CountReads(const Tally& tally) {

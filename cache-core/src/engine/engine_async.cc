@@ -2,177 +2,126 @@
 // there: its lines' stripes try-locked (never waited for: a reactor never
 // blocks), its cache reads submitted on the reactor's ring beside everything
 // else in flight, its blocks proven by their checksums when they land, and
-// the stripes let go on the same thread. Anything else (a miss, a busy
-// stripe, a checksum that fails, writes, trims, syncs) runs on the engine's
-// workers through the synchronous paths, which handle all of it.
+// the stripes let go on the same thread. So is a write-back write over
+// cached lines (engine_async_write.cc). Anything else (a miss, a busy
+// stripe, a checksum that fails, other writes, trims, syncs) runs on the
+// engine's workers through the synchronous paths, which handle all of it.
 #include <algorithm>
-#include <condition_variable>
-#include <deque>
 
 #include "cachecore/metadata/checksum.h"
-#include "engine/engine_impl.h"
+#include "engine/engine_async.h"
 
 namespace cachecore {
 
-namespace {
-
-// Past this a read is not served on the reactor (its lines would hold many
-// stripes across the I/O); the workers batch it.
-constexpr uint64_t kMaxAsyncHit = 1 << 20;
-
-}  // namespace
-
 // ---- the workers
 
-struct AsyncJob {
-  enum Kind { kRead, kWrite, kDiscard, kSync } kind;
-  uint64_t offset = 0, length = 0;
-  uint8_t* buffer = nullptr;
-  bool fua = false, bypass = false;
-  EngineCompletion* done = nullptr;
-};
-
-class AsyncWorkers {
- public:
-  AsyncWorkers(Engine::Impl& im, uint32_t threads) : im_(im) {
-    for (uint32_t i = 0; i < std::max(1u, threads); ++i) threads_.emplace_back([this] { Loop(); });
-  }
-  // Runs what is queued, then joins.
-  ~AsyncWorkers() {
-    {
-      MutexLock lock(mu_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    for (std::thread& t : threads_) t.join();
-  }
-  void Run(const AsyncJob& job) {
-    {
-      MutexLock lock(mu_);
-      queue_.push_back(job);
-    }
-    cv_.notify_one();
-  }
-  // Returns once nothing is queued or running (Engine::Shutdown: what was
-  // taken completes before the clean shutdown is recorded).
-  void Drain() {
-    MutexLock lock(mu_);
-    lock.Wait(idle_cv_, [this] {
-      mu_.AssertHeld();
-      return queue_.empty() && running_ == 0;
-    });
-  }
-
- private:
-  void Loop() {
-    MutexLock lock(mu_);
-    while (true) {
-      lock.Wait(cv_, [this] {
-        mu_.AssertHeld();
-        return stop_ || !queue_.empty();
-      });
-      if (queue_.empty()) return;  // stopping, and nothing left
-      AsyncJob job = queue_.front();
-      queue_.pop_front();
-      ++running_;
-      lock.Unlock();
-      im_.Answer(job.done, Execute(job));
-      lock.Lock();
-      if (--running_ == 0 && queue_.empty()) idle_cv_.notify_all();
-    }
-  }
-
-  Status Execute(const AsyncJob& job) {
-    // After Shutdown, as the synchronous calls answer then.
-    if (im_.shut_down.load()) return Status::Busy("the cache is shut down");
-    switch (job.kind) {
-      case AsyncJob::kRead: return im_.ReadRequest(job.offset, job.buffer, job.length, job.bypass);
-      case AsyncJob::kWrite:
-        return im_.WriteRequest(job.offset, job.buffer, job.length, job.fua, job.bypass);
-      case AsyncJob::kDiscard: return im_.DiscardRequest(job.offset, job.length);
-      case AsyncJob::kSync: return im_.SyncRequest();
-    }
-    return Status::InvalidArgument("unknown request");
-  }
-
-  Engine::Impl& im_;
-  Mutex mu_;
-  std::condition_variable cv_, idle_cv_;
-  std::deque<AsyncJob> queue_ GUARDED_BY(mu_);
-  uint32_t running_ GUARDED_BY(mu_) = 0;
-  bool stop_ GUARDED_BY(mu_) = false;
-  std::vector<std::thread> threads_;
-};
-
-// ---- hits on the reactor
-
-// One read served on a reactor, from the moment its stripes are held until
-// they are let go. Reused (HitPool): its vectors keep their capacity, so a
-// warm reactor allocates nothing per request.
-struct AsyncHit final : IoCompletion {
-  Engine::Impl* im = nullptr;
-  uint64_t offset = 0, length = 0;
-  uint8_t* out = nullptr;
-  bool bypass = false;
-  EngineCompletion* done = nullptr;
-  std::vector<Segment> segments;
-  std::vector<uint32_t> slots;
-  std::vector<size_t> stripes;  // held, sorted
-  std::vector<AsyncIo> ios;
-  size_t pending = 0;
-
-  void IoDone(AsyncIo&) override {
-    if (--pending == 0) im->FinishReadHit(*this);
-  }
-};
-
-struct HitPool {
-  Mutex mu;
-  std::vector<std::unique_ptr<AsyncHit>> spare GUARDED_BY(mu);
-
-  std::unique_ptr<AsyncHit> Take() {
-    MutexLock lock(mu);
-    if (spare.empty()) return std::make_unique<AsyncHit>();
-    std::unique_ptr<AsyncHit> hit = std::move(spare.back());
-    spare.pop_back();
-    return hit;
-  }
-  void Give(std::unique_ptr<AsyncHit> hit) {
-    MutexLock lock(mu);
-    spare.push_back(std::move(hit));
-  }
-};
-
-AsyncWorkers& Engine::Impl::Workers() {
-  std::call_once(workers_started, [this] {
-    workers.reset(new AsyncWorkers(*this, config.workers));
-    hit_pool.reset(new HitPool);
-  });
-  return *workers;
+AsyncWorkers::AsyncWorkers(Engine::Impl& im, uint32_t threads) : im_(im) {
+  for (uint32_t i = 0; i < std::max(1u, threads); ++i) threads_.emplace_back([this] { Loop(); });
 }
 
-void Engine::Impl::AsyncDeleter::operator()(AsyncWorkers* w) const { delete w; }
-void Engine::Impl::AsyncDeleter::operator()(HitPool* p) const { delete p; }
+AsyncWorkers::~AsyncWorkers() {
+  {
+    MutexLock lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (std::thread& t : threads_) t.join();
+}
 
-// Takes every stripe of the hit's lines, shared, without waiting: hits on
-// one line run side by side, anything that changes a line excludes them.
-// False (holding none) when one is held exclusively or wanted so.
-bool Engine::Impl::TryHoldStripes(AsyncHit& hit) {
-  hit.stripes.clear();
-  for (const Segment& seg : hit.segments) hit.stripes.push_back(StripeIndex(seg.line));
-  std::sort(hit.stripes.begin(), hit.stripes.end());
-  hit.stripes.erase(std::unique(hit.stripes.begin(), hit.stripes.end()), hit.stripes.end());
-  for (size_t i = 0; i < hit.stripes.size(); ++i) {
-    if (stripes[hit.stripes[i]].try_lock_shared()) continue;
-    while (i > 0) stripes[hit.stripes[--i]].unlock_shared();
+void AsyncWorkers::Run(const AsyncJob& job) {
+  {
+    MutexLock lock(mu_);
+    queue_.push_back(job);
+  }
+  cv_.notify_one();
+}
+
+void AsyncWorkers::Drain() {
+  MutexLock lock(mu_);
+  lock.Wait(idle_cv_, [this] {
+    mu_.AssertHeld();
+    return queue_.empty() && running_ == 0;
+  });
+}
+
+void AsyncWorkers::Loop() {
+  MutexLock lock(mu_);
+  while (true) {
+    lock.Wait(cv_, [this] {
+      mu_.AssertHeld();
+      return stop_ || !queue_.empty();
+    });
+    if (queue_.empty()) return;  // stopping, and nothing left
+    AsyncJob job = queue_.front();
+    queue_.pop_front();
+    ++running_;
+    lock.Unlock();
+    if (job.kind == AsyncJob::kContinue) job.next->Run();
+    else im_.Answer(job.done, Execute(job));
+    lock.Lock();
+    if (--running_ == 0 && queue_.empty()) idle_cv_.notify_all();
+  }
+}
+
+Status AsyncWorkers::Execute(const AsyncJob& job) {
+  // A written FUA request syncs even once shut down: Shutdown drains the
+  // workers before it records the clean shutdown.
+  if (job.kind == AsyncJob::kFuaSync) return im_.GroupSync();
+  // After Shutdown, as the synchronous calls answer then.
+  if (im_.shut_down.load()) return Status::Busy("the cache is shut down");
+  switch (job.kind) {
+    case AsyncJob::kRead: return im_.ReadRequest(job.offset, job.buffer, job.length, job.bypass);
+    case AsyncJob::kWrite:
+      return im_.WriteRequest(job.offset, job.buffer, job.length, job.fua, job.bypass);
+    case AsyncJob::kDiscard: return im_.DiscardRequest(job.offset, job.length);
+    case AsyncJob::kSync: return im_.SyncRequest();
+    default: break;
+  }
+  return Status::InvalidArgument("unknown request");
+}
+
+AsyncState& Engine::Impl::Async() {
+  std::call_once(async_started, [this] { async.reset(new AsyncState(*this, config.workers)); });
+  return *async;
+}
+
+AsyncWorkers& Engine::Impl::Workers() { return Async().workers; }
+
+void Engine::Impl::AsyncDeleter::operator()(AsyncState* state) const { delete state; }
+
+// ---- stripes held across a reactor's I/O
+
+void Engine::Impl::SplitIntoSegments(uint64_t offset, uint64_t length,
+                                     std::vector<Segment>& segments) const {
+  segments.clear();
+  (void)ForEachSegment(offset, length, line_size, [&](const Segment& seg, uint64_t) {
+    segments.push_back(seg);
+    return Status::Ok();
+  });
+}
+
+bool Engine::Impl::TryHoldStripes(std::span<const Segment> segments, std::vector<size_t>& held,
+                                  bool exclusive) {
+  held.clear();
+  for (const Segment& seg : segments) held.push_back(StripeIndex(seg.line));
+  std::sort(held.begin(), held.end());
+  held.erase(std::unique(held.begin(), held.end()), held.end());
+  for (size_t i = 0; i < held.size(); ++i) {
+    if (exclusive ? stripes[held[i]].try_lock() : stripes[held[i]].try_lock_shared()) continue;
+    ReleaseStripes({held.data(), i}, exclusive);
     return false;
   }
   return true;
 }
 
-void Engine::Impl::ReleaseStripes(const AsyncHit& hit) {
-  for (size_t s : hit.stripes) stripes[s].unlock_shared();
+void Engine::Impl::ReleaseStripes(std::span<const size_t> held, bool exclusive) {
+  for (size_t s : held) {
+    if (exclusive) stripes[s].unlock();
+    else stripes[s].unlock_shared();
+  }
 }
+
+// ---- hits on the reactor
 
 // Whether every block of the hit's lines is cached (its stripes held).
 bool Engine::Impl::AllBlocksCached(AsyncHit& hit) {
@@ -214,30 +163,25 @@ void Engine::Impl::PlanHitReads(AsyncHit& hit) {
 
 bool Engine::Impl::TryReadHitAsync(uint64_t offset, uint8_t* out, uint64_t length, bool bypass,
                                    EngineCompletion* done) {
-  if (offset % kBlockSize || length % kBlockSize || length > kMaxAsyncHit ||
+  if (offset % kBlockSize || length % kBlockSize || length > kMaxOnReactor ||
       reinterpret_cast<uintptr_t>(out) % kSectorSize) {
     return false;
   }
-  Workers();  // the pool of hits comes with the workers
-  std::unique_ptr<AsyncHit> hit = hit_pool->Take();
+  std::unique_ptr<AsyncHit> hit = Async().hits.Take();
   hit->im = this;
   hit->offset = offset;
   hit->length = length;
   hit->out = out;
   hit->bypass = bypass;
   hit->done = done;
-  hit->segments.clear();
-  (void)ForEachSegment(offset, length, line_size, [&](const Segment& seg, uint64_t) {
-    hit->segments.push_back(seg);
-    return Status::Ok();
-  });
-  if (!TryHoldStripes(*hit)) {
-    hit_pool->Give(std::move(hit));
+  SplitIntoSegments(offset, length, hit->segments);
+  if (!TryHoldStripes(hit->segments, hit->stripes, /*exclusive=*/false)) {
+    async->hits.Give(std::move(hit));
     return false;
   }
   if (!AllBlocksCached(*hit)) {
-    ReleaseStripes(*hit);
-    hit_pool->Give(std::move(hit));
+    ReleaseStripes(hit->stripes, false);
+    async->hits.Give(std::move(hit));
     return false;
   }
   slots.NoteHits(hit->slots);
@@ -269,13 +213,13 @@ bool Engine::Impl::HitBlocksProven(const AsyncHit& hit) {
 
 void Engine::Impl::FinishReadHit(AsyncHit& hit) {
   bool proven = HitBlocksProven(hit);
-  ReleaseStripes(hit);
+  ReleaseStripes(hit.stripes, false);
   std::unique_ptr<AsyncHit> owned(&hit);
   EngineCompletion* done = hit.done;
   uint64_t offset = hit.offset, length = hit.length;
   uint8_t* out = hit.out;
   bool bypass = hit.bypass;
-  hit_pool->Give(std::move(owned));
+  async->hits.Give(std::move(owned));
   if (!proven) {
     Workers().Run({AsyncJob::kRead, offset, length, out, false, bypass, done});
     return;
@@ -303,13 +247,18 @@ void Engine::WriteAsync(uint64_t offset, const void* buffer, uint64_t length, bo
   if (Status s = RefuseIfMetadataFailed(*impl_); !s.ok()) return done->Done(s);
   impl_->stats.Taken();
   const bool bypass = impl_->BypassAndHeat(offset, length);
+  const auto* data = static_cast<const uint8_t*>(buffer);
+  if (Reactor::Current() != nullptr &&
+      impl_->TryWriteBackAsync(offset, data, length, fua, bypass, done)) {
+    return;
+  }
   // The workers only read from it: the cast fits the job's one buffer field.
-  auto* in = const_cast<uint8_t*>(static_cast<const uint8_t*>(buffer));
+  auto* in = const_cast<uint8_t*>(data);
   impl_->Workers().Run({AsyncJob::kWrite, offset, length, in, fua, bypass, done});
 }
 
 void Engine::Impl::DrainWorkers() {
-  if (workers) workers->Drain();
+  if (async) async->workers.Drain();
 }
 
 void Engine::DiscardAsync(uint64_t offset, uint64_t length, EngineCompletion* done) {

@@ -49,9 +49,10 @@ struct Segment {
 struct LineBatch;  // engine_batch.cc
 struct CleanJob;   // engine_cleaner.cc
 struct MoverState;  // engine_mover.cc
-class AsyncWorkers;  // engine_async.cc
-struct HitPool;      // engine_async.cc
-struct AsyncHit;     // engine_async.cc
+class AsyncWorkers;  // engine_async.h
+struct AsyncState;   // engine_async.h
+struct AsyncHit;     // engine_async.h
+struct AsyncWrite;   // engine_async.h
 
 // A synchronous client request, counted in flight while it lives.
 class RequestInFlight {
@@ -121,21 +122,41 @@ struct Engine::Impl {
     stats.Answered();
     done->Done(std::move(status));
   }
+  void CountWrites(const Tally& tally);
+  // The lines of [offset, offset+length) in `segments` (cleared first).
+  void SplitIntoSegments(uint64_t offset, uint64_t length, std::vector<Segment>& segments) const;
+  // Takes the stripes of `segments` without waiting, listing them in `held`
+  // (sorted): shared (hits on one line run side by side) or exclusive (a
+  // request that changes its lines). False, holding none, when one is busy.
+  bool TryHoldStripes(std::span<const Segment> segments, std::vector<size_t>& held,
+                      bool exclusive);
+  void ReleaseStripes(std::span<const size_t> held, bool exclusive);
   // A read that hits in full, served on the calling reactor (engine_async.cc).
   // False, with nothing done, when it does not apply.
   bool TryReadHitAsync(uint64_t offset, uint8_t* out, uint64_t length, bool bypass,
                        EngineCompletion* done);
-  // Its steps: the lines' stripes without waiting (false: one is busy, none
-  // held); whether every block is cached; the cache reads; once they land,
-  // the checksums, the stripes let go, and the completion (or the workers,
-  // when a block is not proven).
-  bool TryHoldStripes(AsyncHit& hit);
-  void ReleaseStripes(const AsyncHit& hit);
+  // Its steps: the lines' stripes, shared; whether every block is cached;
+  // the cache reads; once they land, the checksums, the stripes let go, and
+  // the completion (or the workers, when a block is not proven).
   bool AllBlocksCached(AsyncHit& hit);
   void PlanHitReads(AsyncHit& hit);
   bool HitBlocksProven(const AsyncHit& hit);
   void FinishReadHit(AsyncHit& hit);
-  // The engine's workers (engine_async.cc), started on first use.
+  // A write-back write of whole blocks over cached lines, served on the
+  // calling reactor (engine_async_write.cc) when nothing in it would block.
+  // False, with nothing done or counted, when it does not apply.
+  bool TryWriteBackAsync(uint64_t offset, const uint8_t* in, uint64_t length, bool fua,
+                         bool bypass, EngineCompletion* done);
+  // Its steps: whether each line may be written without an announcement;
+  // the cache writes; once they land, the records (on a worker when a write
+  // failed), the epoch and stripes let go, and the answer (after a group
+  // commit on a worker for FUA).
+  bool WritableWithoutAnnouncing(const AsyncWrite& write) const;
+  void PlanWrites(AsyncWrite& write);
+  void WriteBackLanded(AsyncWrite& write);
+  void FinishWriteBack(AsyncWrite& write);
+  // The engine's asynchronous state (engine_async.cc), started on first use.
+  AsyncState& Async();
   AsyncWorkers& Workers();
   // Waits until the workers have nothing queued or running (if started).
   void DrainWorkers();
@@ -340,12 +361,10 @@ struct Engine::Impl {
   // Asynchronous requests (engine_async.cc; deleted there, where the types
   // are whole). ~Impl stops the workers before anything else.
   struct AsyncDeleter {
-    void operator()(AsyncWorkers* workers) const;
-    void operator()(HitPool* pool) const;
+    void operator()(AsyncState* state) const;
   };
-  std::once_flag workers_started;
-  std::unique_ptr<AsyncWorkers, AsyncDeleter> workers;
-  std::unique_ptr<HitPool, AsyncDeleter> hit_pool;
+  std::once_flag async_started;
+  std::unique_ptr<AsyncState, AsyncDeleter> async;
 };
 
 // A request's range: kBusy once shut down, kInvalidArgument unless whole

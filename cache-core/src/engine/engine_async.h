@@ -1,0 +1,137 @@
+// The engine's asynchronous requests: what engine_async.cc (hits on the
+// reactor, the workers, the entry points) and engine_async_write.cc
+// (write-back writes on the reactor) share. Not a public header.
+//
+// A request served on a reactor holds its lines' stripes (tried, never
+// waited for: a reactor never blocks on a stripe) from its decision until
+// its state is written, across its I/O; another thread may let them go (a
+// StripeLock belongs to no thread). What would block (a busy stripe, a line
+// to allocate, an announcement to sync, a failed cache write, a FUA write's
+// sync) goes to the workers: the whole request when nothing is decided yet,
+// its rest (kContinue) when its stripes are held.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "engine/engine_impl.h"
+
+namespace cachecore {
+
+// Past this a request is not served on a reactor (it would hold many
+// stripes across its I/O); the workers batch it.
+constexpr uint64_t kMaxOnReactor = 1 << 20;
+
+struct AsyncJob {
+  enum Kind {
+    kRead, kWrite, kDiscard, kSync,  // a request, by the synchronous paths
+    kFuaSync,   // a written FUA request's group commit, then its answer
+    kContinue,  // `next` runs; it answers its request itself
+  } kind;
+  uint64_t offset = 0, length = 0;
+  uint8_t* buffer = nullptr;
+  bool fua = false, bypass = false;
+  EngineCompletion* done = nullptr;
+  ReactorTask* next = nullptr;
+};
+
+class AsyncWorkers {
+ public:
+  AsyncWorkers(Engine::Impl& im, uint32_t threads);
+  // Runs what is queued, then joins.
+  ~AsyncWorkers();
+  void Run(const AsyncJob& job);
+  // Returns once nothing is queued or running (Engine::Shutdown: what was
+  // taken completes before the clean shutdown is recorded).
+  void Drain();
+
+ private:
+  void Loop();
+  Status Execute(const AsyncJob& job);
+
+  Engine::Impl& im_;
+  Mutex mu_;
+  std::condition_variable cv_, idle_cv_;
+  std::deque<AsyncJob> queue_ GUARDED_BY(mu_);
+  uint32_t running_ GUARDED_BY(mu_) = 0;
+  bool stop_ GUARDED_BY(mu_) = false;
+  std::vector<std::thread> threads_;
+};
+
+// Request states, reused: their vectors keep their capacity, so a warm
+// reactor allocates nothing per request.
+template <typename T>
+class RequestPool {
+ public:
+  std::unique_ptr<T> Take() {
+    MutexLock lock(mu_);
+    if (spare_.empty()) return std::make_unique<T>();
+    std::unique_ptr<T> one = std::move(spare_.back());
+    spare_.pop_back();
+    return one;
+  }
+  void Give(std::unique_ptr<T> one) {
+    MutexLock lock(mu_);
+    spare_.push_back(std::move(one));
+  }
+
+ private:
+  Mutex mu_;
+  std::vector<std::unique_ptr<T>> spare_ GUARDED_BY(mu_);
+};
+
+// One read served on a reactor, from the moment its stripes are held until
+// they are let go.
+struct AsyncHit final : IoCompletion {
+  Engine::Impl* im = nullptr;
+  uint64_t offset = 0, length = 0;
+  uint8_t* out = nullptr;
+  bool bypass = false;
+  EngineCompletion* done = nullptr;
+  std::vector<Segment> segments;
+  std::vector<uint32_t> slots;
+  std::vector<size_t> stripes;  // held shared, sorted
+  std::vector<AsyncIo> ios;
+  size_t pending = 0;
+
+  void IoDone(AsyncIo&) override {
+    if (--pending == 0) im->FinishReadHit(*this);
+  }
+};
+
+// One write-back write served on a reactor: its lines cached, its stripes
+// held exclusively and its flush epoch entered from its decision until its
+// records are put.
+struct AsyncWrite final : IoCompletion, ReactorTask {
+  Engine::Impl* im = nullptr;
+  uint64_t offset = 0, length = 0;
+  const uint8_t* in = nullptr;
+  bool fua = false;
+  EngineCompletion* done = nullptr;
+  uint64_t epoch = 0;
+  Engine::Impl::Tally tally;
+  std::vector<Segment> segments;
+  std::vector<uint32_t> slots;
+  std::vector<size_t> stripes;   // held exclusively, sorted
+  std::vector<AsyncIo> ios;      // the cache writes, adjacent segments in one
+  std::vector<uint32_t> io_of;   // per segment: its write in `ios`
+  size_t pending = 0;
+
+  void IoDone(AsyncIo&) override {
+    if (--pending == 0) im->WriteBackLanded(*this);
+  }
+  // On a worker, after a cache write failed: the rest blocks.
+  void Run() override { im->FinishWriteBack(*this); }
+};
+
+struct AsyncState {
+  AsyncState(Engine::Impl& im, uint32_t threads) : workers(im, threads) {}
+  RequestPool<AsyncHit> hits;
+  RequestPool<AsyncWrite> writes;
+  AsyncWorkers workers;  // last: stopped first, while the pools still stand
+};
+
+}  // namespace cachecore

@@ -1,0 +1,161 @@
+// Write-back writes on the reactor. A write of whole blocks in memory fit
+// for direct I/O, over lines that are all cached, whose blocks need no
+// announcement in its flush epoch (none is dirty data a sync may already
+// promise), is served on the reactor that took it: its stripes tried
+// exclusively, its epoch entered, its cache writes on the reactor's ring
+// (adjacent lines in one), and once they land its blocks marked dirty and
+// its records put, as WriteBackBatch does on a worker. The same order
+// holds: data, then record, then the answer. Anything that would block
+// leaves the request to the workers before anything is decided (a busy
+// stripe, a line to allocate, an announcement to sync) or, after, its rest
+// (a failed cache write goes to the origin there; a FUA write's group
+// commit runs there).
+#include <algorithm>
+
+#include "cachecore/engine/steps.h"
+#include "cachecore/metadata/checksum.h"
+#include "engine/engine_async.h"
+
+namespace cachecore {
+
+// A write-back write announces only what a running or completed sync may
+// promise of a dirty block (SlotTable::MarkOverwrite with origin_write
+// false): without one, MarkOverwrite would change nothing.
+bool Engine::Impl::WritableWithoutAnnouncing(const AsyncWrite& w) const {
+  for (size_t i = 0; i < w.segments.size(); ++i) {
+    const Segment& seg = w.segments[i];
+    for (uint32_t b = seg.first_block(); b < seg.end_block(); ++b) {
+      const uint8_t f = slots.Flags(w.slots[i], b);
+      if ((f & kValid) && (f & kDirty) && slots.MaybeStable(w.slots[i], b, w.epoch)) return false;
+    }
+  }
+  return true;
+}
+
+// One cache write per run of segments adjacent both in the cache and in
+// the caller's buffer; io_of[i] says which carries segment i.
+void Engine::Impl::PlanWrites(AsyncWrite& w) {
+  w.ios.clear();
+  w.io_of.clear();
+  const uint8_t* src = w.in;
+  for (size_t i = 0; i < w.segments.size(); ++i) {
+    const Segment& seg = w.segments[i];
+    const uint64_t at = SlotOffset(w.slots[i], seg.first_block());
+    const uint64_t bytes = uint64_t{seg.end - seg.begin};
+    if (!w.ios.empty()) {
+      IoRequest& last = w.ios.back().request;
+      if (last.offset + last.length == at) {
+        last.length += bytes;
+        w.io_of.push_back(static_cast<uint32_t>(w.ios.size() - 1));
+        src += bytes;
+        continue;
+      }
+    }
+    w.ios.emplace_back();
+    // A write's data is only read from: the cast fits the request's one buffer field.
+    w.ios.back().request = {IoOp::kWrite, at, bytes, const_cast<uint8_t*>(src), Status()};
+    w.ios.back().done = &w;
+    w.io_of.push_back(static_cast<uint32_t>(w.ios.size() - 1));
+    src += bytes;
+  }
+}
+
+bool Engine::Impl::TryWriteBackAsync(uint64_t offset, const uint8_t* in, uint64_t length, bool fua,
+                                     bool bypass, EngineCompletion* done) {
+  if (bypass || EffectiveMode() != CacheMode::kWriteBack || dev.metadata->failed() ||
+      offset % kBlockSize || length % kBlockSize || length > kMaxOnReactor ||
+      reinterpret_cast<uintptr_t>(in) % kSectorSize) {
+    return false;
+  }
+  AsyncState& state = Async();
+  std::unique_ptr<AsyncWrite> w = state.writes.Take();
+  SplitIntoSegments(offset, length, w->segments);
+  if (!TryHoldStripes(w->segments, w->stripes, /*exclusive=*/true)) {
+    state.writes.Give(std::move(w));
+    return false;
+  }
+  w->slots.clear();
+  slots.FindEach(w->segments.size(), [&w](size_t i) { return w->segments[i].line; }, w->slots);
+  const bool all_cached =
+      std::find(w->slots.begin(), w->slots.end(), SlotTable::kNoSlot) == w->slots.end();
+  // Held from the decision to the records (see WriteBackSegment).
+  w->epoch = all_cached ? slots.EnterWrite() : 0;
+  if (!all_cached || !WritableWithoutAnnouncing(*w)) {
+    if (all_cached) slots.LeaveWrite(w->epoch);
+    ReleaseStripes(w->stripes, true);
+    state.writes.Give(std::move(w));
+    return false;
+  }
+  ReachedStep("write-back-0-epoch-held");  // a test point
+  w->im = this;
+  w->offset = offset;
+  w->length = length;
+  w->in = in;
+  w->fua = fua;
+  w->done = done;
+  w->tally = {};
+  for (size_t i = 0; i < w->segments.size(); ++i) {
+    for (uint32_t b = w->segments[i].first_block(); b < w->segments[i].end_block(); ++b) {
+      if (slots.Flags(w->slots[i], b) & kValid) ++w->tally.hits;
+      else ++w->tally.misses;
+    }
+  }
+  slots.NoteHits(w->slots);
+  PlanWrites(*w);
+  ReachedStep("write-back-1-decided");  // a test point
+  // One count more than the writes, dropped after the last is submitted: a
+  // device that completes inline cannot finish the write under this loop.
+  w->pending = w->ios.size() + 1;
+  AsyncWrite* write = w.release();  // owned by its completions from here
+  for (AsyncIo& io : write->ios) dev.cache->Submit(io);
+  write->IoDone(write->ios.front());
+  return true;
+}
+
+void Engine::Impl::WriteBackLanded(AsyncWrite& w) {
+  for (const AsyncIo& io : w.ios) {
+    if (!io.request.status.ok()) {
+      // Its data goes to the origin, durably: that blocks.
+      Workers().Run({AsyncJob::kContinue, 0, 0, nullptr, false, false, nullptr, &w});
+      return;
+    }
+  }
+  FinishWriteBack(w);
+}
+
+void Engine::Impl::FinishWriteBack(AsyncWrite& w) {
+  Status result = Status::Ok();
+  MetadataStore::Batch records;
+  const uint8_t* data = w.in;
+  for (size_t i = 0; i < w.segments.size(); ++i) {
+    const Segment& seg = w.segments[i];
+    const uint32_t slot = w.slots[i];
+    const uint8_t* seg_data = data;
+    data += seg.end - seg.begin;
+    if (!w.ios[w.io_of[i]].request.status.ok()) {
+      Status failed = CacheWriteFailed(seg, slot, seg_data, w.epoch);
+      if (result.ok()) result = std::move(failed);
+      continue;
+    }
+    for (uint32_t b = seg.first_block(); b < seg.end_block(); ++b) {
+      const bool overwritten = (slots.Flags(slot, b) & (kDirty | kOverwritten)) == (kDirty | kOverwritten);
+      const uint8_t* block = seg_data + size_t{b - seg.first_block()} * kBlockSize;
+      slots.MarkDirty(slot, b, Crc32c(block, kBlockSize), overwritten, w.epoch);
+    }
+    records.PutLine(slot, slots.BuildRecord(slot));
+  }
+  if (!records.empty()) {
+    Status put = ApplyRecords(records, false);
+    if (result.ok()) result = std::move(put);
+  }
+  slots.LeaveWrite(w.epoch);
+  ReleaseStripes(w.stripes, true);
+  CountWrites(w.tally);
+  EngineCompletion* done = w.done;
+  const bool sync = w.fua && result.ok();
+  async->writes.Give(std::unique_ptr<AsyncWrite>(&w));
+  if (sync) return Workers().Run({AsyncJob::kFuaSync, 0, 0, nullptr, true, false, done});
+  Answer(done, std::move(result));
+}
+
+}  // namespace cachecore

@@ -5,6 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <condition_variable>
 #include <cstring>
 #include <functional>
@@ -44,6 +47,10 @@ class Completions {
   void Wait(size_t expected) {
     std::unique_lock lock(mu_);
     cv_.wait(lock, [&] { return done_ >= expected; });
+  }
+  bool WaitFor(size_t expected, std::chrono::seconds limit) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, limit, [&] { return done_ >= expected; });
   }
   size_t count() { std::lock_guard lock(mu_); return done_; }
   size_t failed() { std::lock_guard lock(mu_); return failed_; }
@@ -291,6 +298,49 @@ TEST_F(EngineAsyncTest, AFailedCacheWriteOnTheReactorGoesToTheOrigin) {
   FillPattern(want.data(), 0, 4 * kBlock, 7);
   EXPECT_EQ(std::memcmp(origin.data(), want.data(), 4 * kBlock), 0);
   EXPECT_TRUE(rig_.engine().CheckRecordsAgreeForTest().ok());
+}
+
+// Found by a review: a write whose cache write failed on the reactor
+// handed its rest (the data to the origin) to the workers while holding its
+// line's stripe; requests for that line queued ahead of it had taken every
+// worker and waited for the stripe, so nothing was ever answered again.
+TEST(EngineAsyncContinuationTest, AFailedWritesRestIsNotQueuedBehindWhatWaitsForIt) {
+  EngineRig rig;
+  EngineConfig config;
+  config.line_size = 16 * 1024;
+  config.mode = CacheMode::kWriteBack;
+  config.background_cleaner = false;
+  config.workers = 2;
+  ASSERT_TRUE(rig.Create(config).ok());
+  ASSERT_TRUE(WritePattern(rig.engine(), 0, 4 * kBlock, 1).ok());  // cached: the write stays on the reactor
+  rig.cache().CompleteOutOfOrder(true);
+  rig.cache().FailNth(kFaultWrite, 1);
+  AlignedBuffer data(kBlock);
+  FillPattern(data.data(), 0, kBlock, 8);
+  std::vector<AlignedBuffer> reads;
+  for (uint32_t i = 0; i < config.workers; ++i) reads.emplace_back(kBlock);
+  const size_t expected = 1 + reads.size();
+  Completions done(expected);
+  auto reactor = Reactor::Create();
+  ASSERT_TRUE(reactor.ok());
+  Reactor* r = reactor.value().get();
+  std::thread runner([r] { r->Run(); });
+  // The reads find the stripe held and go to the workers, which wait for
+  // it; the write's cache write completes (failed) only after them.
+  FnTask task([&] {
+    rig.engine().WriteAsync(0, data.data(), kBlock, false, done.at(0));
+    for (size_t i = 0; i < reads.size(); ++i) rig.engine().ReadAsync(0, reads[i].data(), kBlock, done.at(1 + i));
+  });
+  r->Post(&task);
+  if (!done.WaitFor(expected, std::chrono::seconds(20))) {
+    ADD_FAILURE() << done.count() << " of " << expected << " requests answered after 20 s: a deadlock";
+    std::fflush(stdout);
+    std::_Exit(1);  // the engine's workers cannot be joined
+  }
+  r->Stop();
+  runner.join();
+  EXPECT_EQ(done.failed(), 0u) << done.last_error();
+  EXPECT_TRUE(HasPattern(rig.engine(), 0, kBlock, 8));
 }
 
 // Found by a review: Shutdown recorded a clean shutdown while the workers

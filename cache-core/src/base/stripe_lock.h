@@ -34,6 +34,14 @@ class StripeLock {
     if ((s & kReaders) != 0 && !(s & kWriter)) state_.fetch_or(kWaiting, std::memory_order_relaxed);
     return false;
   }
+  // Exclusive only when nobody holds the stripe or waits for it: a reactor
+  // that takes stripes over and over would otherwise keep a thread asleep
+  // in lock() out for good (try_lock gets in ahead of sleepers). Marks
+  // nothing on failure.
+  bool try_lock_unwanted() {
+    uint32_t s = 0;
+    return state_.compare_exchange_strong(s, kWriter, std::memory_order_acquire);
+  }
   void lock() {
     uint32_t s = state_.load(std::memory_order_relaxed);
     while (true) {

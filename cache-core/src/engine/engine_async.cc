@@ -64,8 +64,9 @@ void AsyncWorkers::Loop() {
 }
 
 Status AsyncWorkers::Execute(const AsyncJob& job) {
-  // A written FUA request syncs even once shut down: Shutdown drains the
-  // workers before it records the clean shutdown.
+  // A written FUA request syncs even once shut down: it was taken before
+  // (Shutdown's own sync, which waits for its epoch, covers its data; this
+  // one may come after the clean shutdown is recorded, and changes nothing).
   if (job.kind == AsyncJob::kFuaSync) return im_.GroupSync();
   // After Shutdown, as the synchronous calls answer then.
   if (im_.shut_down.load()) return Status::Busy("the cache is shut down");
@@ -107,7 +108,7 @@ bool Engine::Impl::TryHoldStripes(std::span<const Segment> segments, std::vector
   std::sort(held.begin(), held.end());
   held.erase(std::unique(held.begin(), held.end()), held.end());
   for (size_t i = 0; i < held.size(); ++i) {
-    if (exclusive ? stripes[held[i]].try_lock() : stripes[held[i]].try_lock_shared()) continue;
+    if (exclusive ? stripes[held[i]].try_lock_unwanted() : stripes[held[i]].try_lock_shared()) continue;
     ReleaseStripes({held.data(), i}, exclusive);
     return false;
   }
@@ -258,7 +259,9 @@ void Engine::WriteAsync(uint64_t offset, const void* buffer, uint64_t length, bo
 }
 
 void Engine::Impl::DrainWorkers() {
-  if (async) async->workers.Drain();
+  if (!async) return;
+  async->workers.Drain();
+  async->continuations.Drain();
 }
 
 void Engine::DiscardAsync(uint64_t offset, uint64_t length, EngineCompletion* done) {

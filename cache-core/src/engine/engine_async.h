@@ -128,10 +128,17 @@ struct AsyncWrite final : IoCompletion, ReactorTask {
 };
 
 struct AsyncState {
-  AsyncState(Engine::Impl& im, uint32_t threads) : workers(im, threads) {}
+  AsyncState(Engine::Impl& im, uint32_t threads) : workers(im, threads), continuations(im, 1) {}
+  // Stopped in the reverse order, while the pools still stand: the
+  // continuations first (they may hand a FUA write's sync to the workers).
   RequestPool<AsyncHit> hits;
   RequestPool<AsyncWrite> writes;
-  AsyncWorkers workers;  // last: stopped first, while the pools still stand
+  AsyncWorkers workers;
+  // The rests of requests that hold stripes and an epoch (kContinue): on a
+  // thread of their own, never queued behind workers that may be blocked on
+  // exactly what they hold (requests for the same lines, syncs waiting for
+  // the epoch). What they run waits for no worker.
+  AsyncWorkers continuations;
 };
 
 }  // namespace cachecore

@@ -116,7 +116,7 @@ void Engine::Impl::WriteBackLanded(AsyncWrite& w) {
   for (const AsyncIo& io : w.ios) {
     if (!io.request.status.ok()) {
       // Its data goes to the origin, durably: that blocks.
-      Workers().Run({AsyncJob::kContinue, 0, 0, nullptr, false, false, nullptr, &w});
+      Async().continuations.Run({AsyncJob::kContinue, 0, 0, nullptr, false, false, nullptr, &w});
       return;
     }
   }

@@ -9,14 +9,17 @@
 #include <algorithm>
 
 #include "cachecore/metadata/checksum.h"
+#include "base/thread_name.h"
 #include "engine/engine_async.h"
 
 namespace cachecore {
 
 // ---- the workers
 
-AsyncWorkers::AsyncWorkers(Engine::Impl& im, uint32_t threads) : im_(im) {
-  for (uint32_t i = 0; i < std::max(1u, threads); ++i) threads_.emplace_back([this] { Loop(); });
+AsyncWorkers::AsyncWorkers(Engine::Impl& im, uint32_t threads, const char* name) : im_(im) {
+  for (uint32_t i = 0; i < std::max(1u, threads); ++i) {
+    threads_.emplace_back([this, name] { Loop(name); });
+  }
 }
 
 AsyncWorkers::~AsyncWorkers() {
@@ -44,7 +47,8 @@ void AsyncWorkers::Drain() {
   });
 }
 
-void AsyncWorkers::Loop() {
+void AsyncWorkers::Loop(const char* name) {
+  NameThisThread(name);
   MutexLock lock(mu_);
   while (true) {
     lock.Wait(cv_, [this] {
@@ -57,6 +61,7 @@ void AsyncWorkers::Loop() {
     ++running_;
     lock.Unlock();
     if (job.kind == AsyncJob::kContinue) job.next->Run();
+    else if (job.kind == AsyncJob::kLeadSync) im_.LeadQueuedSync();
     else im_.Answer(job.done, Execute(job));
     lock.Lock();
     if (--running_ == 0 && queue_.empty()) idle_cv_.notify_all();
@@ -64,10 +69,6 @@ void AsyncWorkers::Loop() {
 }
 
 Status AsyncWorkers::Execute(const AsyncJob& job) {
-  // A written FUA request syncs even once shut down: it was taken before
-  // (Shutdown's own sync, which waits for its epoch, covers its data; this
-  // one may come after the clean shutdown is recorded, and changes nothing).
-  if (job.kind == AsyncJob::kFuaSync) return im_.GroupSync();
   // After Shutdown, as the synchronous calls answer then.
   if (im_.shut_down.load()) return Status::Busy("the cache is shut down");
   switch (job.kind) {
@@ -75,7 +76,6 @@ Status AsyncWorkers::Execute(const AsyncJob& job) {
     case AsyncJob::kWrite:
       return im_.WriteRequest(job.offset, job.buffer, job.length, job.fua, job.bypass);
     case AsyncJob::kDiscard: return im_.DiscardRequest(job.offset, job.length);
-    case AsyncJob::kSync: return im_.SyncRequest();
     default: break;
   }
   return Status::InvalidArgument("unknown request");
@@ -260,8 +260,9 @@ void Engine::WriteAsync(uint64_t offset, const void* buffer, uint64_t length, bo
 
 void Engine::Impl::DrainWorkers() {
   if (!async) return;
-  async->workers.Drain();
   async->continuations.Drain();
+  async->committer.Drain();
+  async->workers.Drain();
 }
 
 void Engine::DiscardAsync(uint64_t offset, uint64_t length, EngineCompletion* done) {
@@ -272,8 +273,9 @@ void Engine::DiscardAsync(uint64_t offset, uint64_t length, EngineCompletion* do
 
 void Engine::SyncAsync(EngineCompletion* done) {
   if (impl_->shut_down.load()) return done->Done(Status::Busy("the cache is shut down"));
+  if (Status s = RefuseIfMetadataFailed(*impl_); !s.ok()) return done->Done(s);
   impl_->stats.Taken();
-  impl_->Workers().Run({AsyncJob::kSync, 0, 0, nullptr, false, false, done});
+  impl_->GroupSyncAsync(done);  // waits in the group, not on a thread
 }
 
 }  // namespace cachecore

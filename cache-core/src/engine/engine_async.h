@@ -27,8 +27,8 @@ constexpr uint64_t kMaxOnReactor = 1 << 20;
 
 struct AsyncJob {
   enum Kind {
-    kRead, kWrite, kDiscard, kSync,  // a request, by the synchronous paths
-    kFuaSync,   // a written FUA request's group commit, then its answer
+    kRead, kWrite, kDiscard,  // a request, by the synchronous paths
+    kLeadSync,  // runs a group commit for asynchronous waiters
     kContinue,  // `next` runs; it answers its request itself
   } kind;
   uint64_t offset = 0, length = 0;
@@ -40,7 +40,8 @@ struct AsyncJob {
 
 class AsyncWorkers {
  public:
-  AsyncWorkers(Engine::Impl& im, uint32_t threads);
+  // `name`: the threads' name (NameThisThread).
+  AsyncWorkers(Engine::Impl& im, uint32_t threads, const char* name);
   // Runs what is queued, then joins.
   ~AsyncWorkers();
   void Run(const AsyncJob& job);
@@ -49,7 +50,7 @@ class AsyncWorkers {
   void Drain();
 
  private:
-  void Loop();
+  void Loop(const char* name);
   Status Execute(const AsyncJob& job);
 
   Engine::Impl& im_;
@@ -127,13 +128,45 @@ struct AsyncWrite final : IoCompletion, ReactorTask {
   void Run() override { im->FinishWriteBack(*this); }
 };
 
+// Puts the records of reactor writes whose data has landed, on a thread of
+// its own: a reactor never waits for the store (a log sync holds its writes
+// back), and the records of every write that landed meanwhile go in one
+// store write. Then each write's epoch and stripes are let go and it is
+// answered (Engine::Impl::ReleaseWrite).
+class RecordCommitter {
+ public:
+  explicit RecordCommitter(Engine::Impl& im);
+  // Commits what is queued, then joins.
+  ~RecordCommitter();
+  void Commit(AsyncWrite* write);
+  // Returns once nothing is queued or being committed.
+  void Drain();
+
+ private:
+  void Loop();
+
+  Engine::Impl& im_;
+  Mutex mu_;
+  std::condition_variable cv_, idle_cv_;
+  std::vector<AsyncWrite*> queue_ GUARDED_BY(mu_);
+  bool busy_ GUARDED_BY(mu_) = false;
+  bool stop_ GUARDED_BY(mu_) = false;
+  std::vector<AsyncWrite*> group_;  // the committer thread's
+  MetadataStore::Batch records_;    // the committer thread's
+  std::thread thread_;
+};
+
 struct AsyncState {
-  AsyncState(Engine::Impl& im, uint32_t threads) : workers(im, threads), continuations(im, 1) {}
+  AsyncState(Engine::Impl& im, uint32_t threads)
+      : workers(im, threads, "cachectl-worker"), committer(im), continuations(im, 1, "cachectl-rest") {}
   // Stopped in the reverse order, while the pools still stand: the
-  // continuations first (they may hand a FUA write's sync to the workers).
+  // continuations first, then the committer (both may hand a FUA write's
+  // sync to the workers).
   RequestPool<AsyncHit> hits;
   RequestPool<AsyncWrite> writes;
+  RequestPool<Engine::Impl::SyncWaiter> sync_waiters;
   AsyncWorkers workers;
+  RecordCommitter committer;
   // The rests of requests that hold stripes and an epoch (kContinue): on a
   // thread of their own, never queued behind workers that may be blocked on
   // exactly what they hold (requests for the same lines, syncs waiting for

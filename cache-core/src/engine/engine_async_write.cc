@@ -14,6 +14,7 @@
 
 #include "cachecore/engine/steps.h"
 #include "cachecore/metadata/checksum.h"
+#include "base/thread_name.h"
 #include "engine/engine_async.h"
 
 namespace cachecore {
@@ -120,42 +121,115 @@ void Engine::Impl::WriteBackLanded(AsyncWrite& w) {
       return;
     }
   }
-  FinishWriteBack(w);
+  const uint8_t* data = w.in;
+  for (size_t i = 0; i < w.segments.size(); ++i) {
+    MarkWrittenDirty(w, i, data);
+    data += w.segments[i].end - w.segments[i].begin;
+  }
+  async->committer.Commit(&w);  // the records, then the answer
 }
 
+void Engine::Impl::MarkWrittenDirty(AsyncWrite& w, size_t i, const uint8_t* data) {
+  const Segment& seg = w.segments[i];
+  const uint32_t slot = w.slots[i];
+  for (uint32_t b = seg.first_block(); b < seg.end_block(); ++b) {
+    const bool overwritten = (slots.Flags(slot, b) & (kDirty | kOverwritten)) == (kDirty | kOverwritten);
+    const uint8_t* block = data + size_t{b - seg.first_block()} * kBlockSize;
+    slots.MarkDirty(slot, b, Crc32c(block, kBlockSize), overwritten, w.epoch);
+  }
+}
+
+// A write one of whose cache writes failed, on the continuation thread.
 void Engine::Impl::FinishWriteBack(AsyncWrite& w) {
   Status result = Status::Ok();
   MetadataStore::Batch records;
   const uint8_t* data = w.in;
   for (size_t i = 0; i < w.segments.size(); ++i) {
     const Segment& seg = w.segments[i];
-    const uint32_t slot = w.slots[i];
     const uint8_t* seg_data = data;
     data += seg.end - seg.begin;
     if (!w.ios[w.io_of[i]].request.status.ok()) {
-      Status failed = CacheWriteFailed(seg, slot, seg_data, w.epoch);
+      Status failed = CacheWriteFailed(seg, w.slots[i], seg_data, w.epoch);
       if (result.ok()) result = std::move(failed);
       continue;
     }
-    for (uint32_t b = seg.first_block(); b < seg.end_block(); ++b) {
-      const bool overwritten = (slots.Flags(slot, b) & (kDirty | kOverwritten)) == (kDirty | kOverwritten);
-      const uint8_t* block = seg_data + size_t{b - seg.first_block()} * kBlockSize;
-      slots.MarkDirty(slot, b, Crc32c(block, kBlockSize), overwritten, w.epoch);
-    }
-    records.PutLine(slot, slots.BuildRecord(slot));
+    MarkWrittenDirty(w, i, seg_data);
+    records.PutLine(w.slots[i], slots.BuildRecord(w.slots[i]));
   }
   if (!records.empty()) {
     Status put = ApplyRecords(records, false);
     if (result.ok()) result = std::move(put);
   }
+  ReleaseWrite(w, std::move(result));
+}
+
+void Engine::Impl::ReleaseWrite(AsyncWrite& w, Status result) {
   slots.LeaveWrite(w.epoch);
   ReleaseStripes(w.stripes, true);
   CountWrites(w.tally);
   EngineCompletion* done = w.done;
   const bool sync = w.fua && result.ok();
   async->writes.Give(std::unique_ptr<AsyncWrite>(&w));
-  if (sync) return Workers().Run({AsyncJob::kFuaSync, 0, 0, nullptr, true, false, done});
+  if (sync) return GroupSyncAsync(done);  // answered once a sync covered it
   Answer(done, std::move(result));
+}
+
+// ---- the record committer
+
+RecordCommitter::RecordCommitter(Engine::Impl& im) : im_(im), thread_([this] { Loop(); }) {}
+
+RecordCommitter::~RecordCommitter() {
+  {
+    MutexLock lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void RecordCommitter::Commit(AsyncWrite* write) {
+  bool wake;
+  {
+    MutexLock lock(mu_);
+    wake = queue_.empty();  // otherwise the committer is awake already, or about to be
+    queue_.push_back(write);
+  }
+  if (wake) cv_.notify_one();
+}
+
+void RecordCommitter::Drain() {
+  MutexLock lock(mu_);
+  lock.Wait(idle_cv_, [this] {
+    mu_.AssertHeld();
+    return queue_.empty() && !busy_;
+  });
+}
+
+void RecordCommitter::Loop() {
+  NameThisThread("cachectl-record");
+  MutexLock lock(mu_);
+  while (true) {
+    lock.Wait(cv_, [this] {
+      mu_.AssertHeld();
+      return stop_ || !queue_.empty();
+    });
+    if (queue_.empty()) return;  // stopping, and nothing left
+    group_.swap(queue_);
+    busy_ = true;
+    lock.Unlock();
+    // Each write still holds its lines' stripes: their state is read here
+    // as its reactor left it (handed over under mu_).
+    records_.Clear();
+    for (AsyncWrite* w : group_) {
+      for (uint32_t slot : w->slots) records_.PutLine(slot, im_.slots.BuildRecord(slot));
+    }
+    const Status put = im_.ApplyRecords(records_, false);
+    for (AsyncWrite* w : group_) im_.ReleaseWrite(*w, put);
+    group_.clear();
+    lock.Lock();
+    busy_ = false;
+    if (queue_.empty()) idle_cv_.notify_all();
+  }
 }
 
 }  // namespace cachecore

@@ -5,6 +5,7 @@
 
 #include "cachecore/metadata/checksum.h"
 #include "cachecore/engine/steps.h"
+#include "base/thread_name.h"
 #include "engine/engine_impl.h"
 
 namespace cachecore {
@@ -261,6 +262,7 @@ Status Engine::Impl::FlushAll(const FlushProgress& progress) {
 }
 
 void Engine::Impl::CleanerLoop() {
+  NameThisThread("cachectl-clean");
   MutexLock lock(cleaner_mu);
   while (!cleaner_stop) {
     lock.WaitFor(cleaner_cv, std::chrono::milliseconds(100));

@@ -154,7 +154,11 @@ struct Engine::Impl {
   bool WritableWithoutAnnouncing(const AsyncWrite& write) const;
   void PlanWrites(AsyncWrite& write);
   void WriteBackLanded(AsyncWrite& write);
+  void MarkWrittenDirty(AsyncWrite& write, size_t segment, const uint8_t* data);
   void FinishWriteBack(AsyncWrite& write);
+  // Lets go of the write's epoch and stripes and answers it with `result`
+  // (for FUA, once a group commit covered it).
+  void ReleaseWrite(AsyncWrite& write, Status result);
   // The engine's asynchronous state (engine_async.cc), started on first use.
   AsyncState& Async();
   AsyncWorkers& Workers();
@@ -211,18 +215,40 @@ struct Engine::Impl {
   // covered it (not a later one's: a later success proves nothing of an
   // earlier failed flush).
   Status GroupSync();
-  struct SyncWaiter {  // a caller waiting for the next sync, on its stack
+  // The same for an asynchronous request: returns at once; `done` is
+  // answered (Answer) by the thread that ran the sync that covered it.
+  void GroupSyncAsync(EngineCompletion* done);
+  // A worker's turn to run a sync for asynchronous waiters (none may be
+  // left by then, or a sync may be running: then nothing).
+  void LeadQueuedSync();
+  struct SyncWaiter {  // a caller waiting for the next sync
     uint64_t ticket = 0;
     bool done = false;
     Status status;
+    // An asynchronous caller's completion (its waiter comes from a pool);
+    // nullptr: a synchronous caller, on its stack, woken by `ended`.
+    EngineCompletion* answer = nullptr;
   };
   struct SyncGroup {
     Mutex mu;
     std::condition_variable ended;
     uint64_t asked GUARDED_BY(mu) = 0;  // tickets handed out
     bool running GUARDED_BY(mu) = false;
+    bool lead_queued GUARDED_BY(mu) = false;  // a worker will run a sync for asynchronous waiters
     std::vector<SyncWaiter*> waiting GUARDED_BY(mu);
   } sync_group;
+  // A sync round, run by a synchronous caller or a worker for the
+  // asynchronous ones. Begin: the round covers every ticket asked so far
+  // (returned). Run (the lock released): SyncAll, then End and the answers.
+  // End, with its status: settles the waiters it covers (the asynchronous
+  // ones are appended to `answered`), wakes the synchronous ones, and
+  // returns whether a worker must run the next round (only asynchronous
+  // waiters are left). Then, without the lock, the answers.
+  uint64_t BeginSyncRound() REQUIRES(sync_group.mu);
+  Status RunSyncRound(uint64_t covers) EXCLUDES(sync_group.mu);
+  bool EndSyncRound(uint64_t covers, const Status& s, std::vector<SyncWaiter*>& answered)
+      REQUIRES(sync_group.mu);
+  void AnswerSyncWaiters(std::vector<SyncWaiter*>& answered, bool hand_on) EXCLUDES(sync_group.mu);
   // SyncAll's first step, also taken alone (before the cleaner writes
   // blocks over clean data, before an announcement that promises data):
   // the dirty-region map's changed pages, then the cache device's flush

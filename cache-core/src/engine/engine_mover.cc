@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "cachecore/metadata/checksum.h"
+#include "base/thread_name.h"
 #include "engine/engine_impl.h"
 
 namespace cachecore {
@@ -57,6 +58,7 @@ void Engine::Impl::StopMover() {
 }
 
 void Engine::Impl::MoverLoop() {
+  NameThisThread("cachectl-mover");
   MoverState state(line_size);
   double tokens = 0;
   auto last = SteadyClock::now();

@@ -152,7 +152,8 @@ TEST_F(EngineAsyncTest, AMultiLineHitIsOneRequestOnTheReactor) {
   EXPECT_EQ(std::memcmp(buffer.data(), want.data(), 256 * 1024), 0);
 }
 
-TEST_F(EngineAsyncTest, MissesGoToTheWorkersAndArePromoted) {
+TEST_F(EngineAsyncTest, MissesAreServedOnTheReactorAndPromoted) {
+  rig_.origin().CompleteOutOfOrder(true);
   AlignedBuffer data(kBlock);
   FillPattern(data.data(), 40 * kBlock, kBlock, 9);
   ASSERT_TRUE(rig_.raw_origin().Write(40 * kBlock, data.data(), kBlock).ok());
@@ -160,14 +161,83 @@ TEST_F(EngineAsyncTest, MissesGoToTheWorkersAndArePromoted) {
   Completions done(1);
   OnReactor([&] { rig_.engine().ReadAsync(40 * kBlock, got.data(), kBlock, done.at(0)); }, done, 1);
   EXPECT_EQ(done.failed(), 0u) << done.last_error();
-  EXPECT_EQ(done.on_reactor(), 0u);
+  EXPECT_EQ(done.on_workers(), 0u);
   EXPECT_EQ(std::memcmp(got.data(), data.data(), kBlock), 0);
   EXPECT_EQ(rig_.engine().stats().read_misses, 1u);
+  EXPECT_TRUE(rig_.engine().CheckRecordsAgreeForTest().ok());
   // Promoted: the next read of it is a hit, on the reactor.
   Completions again(1);
   OnReactor([&] { rig_.engine().ReadAsync(40 * kBlock, got.data(), kBlock, again.at(0)); }, again, 1);
   EXPECT_EQ(again.on_reactor(), 1u);
+  EXPECT_EQ(rig_.engine().stats().read_hits, 1u);
   EXPECT_EQ(std::memcmp(got.data(), data.data(), kBlock), 0);
+}
+
+// Cached blocks from the cache (dirty ones only there), missing ones from
+// the origin, in one request over several lines; the missing ones promoted.
+TEST_F(EngineAsyncTest, AReadOfCachedAndMissingLinesIsOneRequestOnTheReactor) {
+  rig_.origin().CompleteOutOfOrder(true);
+  ASSERT_TRUE(WritePattern(rig_.engine(), 0, 4 * kBlock, 1).ok());  // line 0, dirty
+  AlignedBuffer origin(12 * kBlock);
+  FillPattern(origin.data(), 4 * kBlock, 12 * kBlock, 2);
+  ASSERT_TRUE(rig_.raw_origin().Write(4 * kBlock, origin.data(), 12 * kBlock).ok());
+  StatsSnapshot before = rig_.engine().stats();
+  AlignedBuffer got(16 * kBlock);
+  Completions done(1);
+  OnReactor([&] { rig_.engine().ReadAsync(0, got.data(), 16 * kBlock, done.at(0)); }, done, 1);
+  EXPECT_EQ(done.failed(), 0u) << done.last_error();
+  EXPECT_EQ(done.on_workers(), 0u);
+  AlignedBuffer want(16 * kBlock);
+  FillPattern(want.data(), 0, 4 * kBlock, 1);
+  FillPattern(want.data() + 4 * kBlock, 4 * kBlock, 12 * kBlock, 2);
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), 16 * kBlock), 0);
+  StatsSnapshot after = rig_.engine().stats();
+  EXPECT_EQ(after.read_hits - before.read_hits, 4u);
+  EXPECT_EQ(after.read_misses - before.read_misses, 12u);
+  EXPECT_TRUE(rig_.engine().CheckRecordsAgreeForTest().ok());
+  // The promoted copies hold what the origin holds, and survive a restart.
+  EXPECT_TRUE(rig_.engine().CheckCleanDataForTest([](uint64_t) { return false; }).ok());
+  ASSERT_TRUE(rig_.engine().Sync().ok());
+  ASSERT_TRUE(rig_.PowerCutAndReopen(config_, PowerCutMode::kDropUnsynced).ok());
+  StatsSnapshot reopened = rig_.engine().stats();
+  EXPECT_TRUE(HasPattern(rig_.engine(), 4 * kBlock, 12 * kBlock, 2));
+  EXPECT_EQ(rig_.engine().stats().read_hits - reopened.read_hits, 12u);
+}
+
+// Promotion into a full cache evicts, and eviction may clean a dirty
+// victim (it blocks): such a read runs on the workers.
+TEST(EngineAsyncMissTest, AMissThatWouldEvictRunsOnTheWorkers) {
+  EngineRig rig;
+  EngineConfig config;
+  config.line_size = 16 * 1024;
+  config.mode = CacheMode::kWriteThrough;
+  config.sequential_cutoff = 0;
+  config.background_cleaner = false;
+  ASSERT_TRUE(rig.Create(config).ok());
+  const uint64_t lines = rig.engine().capacity_lines();
+  AlignedBuffer line(16 * 1024);
+  for (uint64_t i = 0; i < lines; ++i) ASSERT_TRUE(rig.engine().Read(i * 16 * 1024, line.data(), 16 * 1024).ok());
+  ASSERT_EQ(rig.engine().stats().evictions, 0u);
+  AlignedBuffer got(kBlock);
+  Completions done(1);
+  OnReactor([&] { rig.engine().ReadAsync((lines + 5) * 16 * 1024, got.data(), kBlock, done.at(0)); }, done, 1);
+  EXPECT_EQ(done.failed(), 0u) << done.last_error();
+  EXPECT_EQ(done.on_workers(), 1u);
+  EXPECT_EQ(rig.engine().stats().evictions, 1u);
+}
+
+// The origin fails the read: the workers read it again, and report it.
+TEST_F(EngineAsyncTest, AnOriginReadErrorIsReported) {
+  rig_.origin().CompleteOutOfOrder(true);
+  rig_.origin().FailAlways(kFaultRead);
+  AlignedBuffer got(kBlock);
+  Completions done(1);
+  OnReactor([&] { rig_.engine().ReadAsync(40 * kBlock, got.data(), kBlock, done.at(0)); }, done, 1);
+  EXPECT_EQ(done.failed(), 1u);
+  EXPECT_EQ(done.on_workers(), 1u);
+  EXPECT_GE(rig_.engine().stats().errors.origin_read, 1u);
+  rig_.origin().ClearFaults();
+  EXPECT_TRUE(rig_.engine().CheckRecordsAgreeForTest().ok());
 }
 
 TEST_F(EngineAsyncTest, ACleanBlockThatFailsItsChecksumIsRepairedFromTheOrigin) {

@@ -151,9 +151,10 @@ void EngineStressTest::RunCycle(uint64_t cycle, bool cut) {
   wo.line_size = line_size_;
   wo.seed = seed_ * 100003 + cycle;
   // Odd seeds run the clients through the asynchronous calls on a reactor,
-  // the cache device completing the reactor's I/O out of order.
+  // both devices completing the reactor's I/O out of order.
   wo.asynchronous = seed_ % 2 == 1;
   rig_->cache().CompleteOutOfOrder(wo.asynchronous);
+  rig_->origin().CompleteOutOfOrder(wo.asynchronous);
   StressWorkload workload(rig_->engine(), *model_, failures_, next_id_, wo);
   const auto started = std::chrono::steady_clock::now();
   workload.Start();

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "cachecore/devices/nbd_device.h"
+#include "cachecore/devices/reactor.h"
 #include "support/engine_rig.h"
 #include "support/nbdkit_server.h"
 
@@ -241,6 +242,88 @@ TEST(NbdDeviceDepth, LargeRequestsSplitAndConcurrentWritesFlush) {
     EXPECT_EQ(r.data()[0], t + 1);
     EXPECT_EQ(r.data()[kBlock - 1], t + 1);
   }
+}
+
+// Requests submitted on a reactor: one thread keeps them all in flight at
+// the server at once (nothing waits per request), and each completes on
+// that reactor with its own outcome.
+struct ReactorRequests final : IoCompletion {
+  std::vector<AsyncIo> ios;
+  std::vector<AlignedBuffer> buffers;
+  Reactor* reactor = nullptr;
+  size_t left = 0, elsewhere = 0;
+  void IoDone(AsyncIo&) override {
+    if (Reactor::Current() != reactor) ++elsewhere;
+    if (--left == 0) reactor->Stop();
+  }
+  // Submits every request from the reactor's thread and runs it until all
+  // have completed.
+  void RunAll(BlockDevice& dev) {
+    auto created = Reactor::Create();
+    ASSERT_TRUE(created.ok());
+    reactor = created.value().get();
+    left = ios.size();
+    struct Start final : ReactorTask {
+      ReactorRequests* self;
+      BlockDevice* dev;
+      void Run() override {
+        for (AsyncIo& io : self->ios) dev->Submit(io);
+      }
+    } start;
+    start.self = this;
+    start.dev = &dev;
+    reactor->Post(&start);
+    reactor->Run();
+  }
+  void Add(IoOp op, uint64_t offset, uint64_t length) {
+    buffers.emplace_back(length);
+    ios.emplace_back();
+    ios.back().request = {op, offset, length, buffers.back().data(), Status()};
+    ios.back().done = this;
+  }
+};
+
+TEST(NbdDeviceDepth, OneReactorKeepsEveryRequestInFlight) {
+  TempDir dir;
+  std::unique_ptr<NbdkitServer> server = StartNbdkit(dir, DelayedMemory(dir, "1"));
+  ASSERT_TRUE(server->running());
+  std::unique_ptr<BlockDevice> dev = Open(*server, 1);
+  ASSERT_NE(dev, nullptr);
+  EXPECT_TRUE(dev->submits_without_waiting());
+  ReactorRequests reads;
+  reads.buffers.reserve(kThreads);
+  reads.ios.reserve(kThreads);
+  for (int t = 0; t < kThreads; ++t) reads.Add(IoOp::kRead, t * 16 * kBlock, kBlock);
+  reads.RunAll(*dev);
+  for (const AsyncIo& io : reads.ios) EXPECT_TRUE(io.request.status.ok()) << io.request.status.ToString();
+  EXPECT_EQ(reads.elsewhere, 0u);
+  dev.reset();
+  server.reset();  // nbdkit exits: the log is complete
+  ReadLog log = ParseLog(dir.path() + "/nbdkit.log");
+  EXPECT_EQ(log.reads, kThreads);
+  EXPECT_EQ(log.max_in_flight, kThreads) << "one thread's reads did not all reach the server together";
+}
+
+TEST(NbdDeviceDepth, WritesFlushesAndErrorsOnAReactor) {
+  TempDir dir;
+  std::unique_ptr<NbdkitServer> server = StartNbdkit(dir, {"memory", "size=1M"});
+  ASSERT_TRUE(server->running());
+  std::unique_ptr<BlockDevice> dev = Open(*server);
+  ASSERT_NE(dev, nullptr);
+  ReactorRequests writes;
+  writes.buffers.reserve(3);
+  writes.ios.reserve(3);
+  writes.Add(IoOp::kWrite, 0, 2 * kBlock);
+  std::memset(writes.buffers[0].data(), 0x5A, 2 * kBlock);
+  writes.Add(IoOp::kFlush, 0, 0);
+  writes.Add(IoOp::kRead, 1 << 20, kBlock);  // past the end: refused, answered at once
+  writes.RunAll(*dev);
+  EXPECT_TRUE(writes.ios[0].request.status.ok()) << writes.ios[0].request.status.ToString();
+  EXPECT_TRUE(writes.ios[1].request.status.ok()) << writes.ios[1].request.status.ToString();
+  EXPECT_EQ(writes.ios[2].request.status.code(), StatusCode::kOutOfRange);
+  AlignedBuffer back(2 * kBlock);
+  ASSERT_TRUE(dev->Read(0, back.data(), 2 * kBlock).ok());
+  EXPECT_EQ(std::memcmp(back.data(), writes.buffers[0].data(), 2 * kBlock), 0);
 }
 
 }  // namespace

@@ -96,6 +96,14 @@ void FaultDevice::CompleteOutOfOrder(bool on) {
   if (!state_->drain) state_->drain = std::make_unique<Drain>(this);
 }
 
+bool FaultDevice::submits_without_waiting() const {
+  {
+    std::lock_guard lock(state_->deferred_mu);
+    if (state_->reorder) return true;
+  }
+  return target_->submits_without_waiting();
+}
+
 void FaultDevice::Submit(AsyncIo& io) {
   Reactor* reactor = Reactor::Current();
   {

@@ -43,6 +43,7 @@ class FaultDevice : public BlockDevice {
   // (by a task posted to that reactor): completions come in any order, as
   // a real device's do. Otherwise it runs now, inline.
   void Submit(AsyncIo& io) override;
+  bool submits_without_waiting() const override;  // the target's, or kept back
   void CompleteOutOfOrder(bool on);
 
   // The nth matching operation from now (1 = the next one) fails once.

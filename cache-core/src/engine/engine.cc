@@ -135,7 +135,8 @@ Engine::Impl::Impl(const EngineDevices& devices, const EngineConfig& cfg, const 
       pin_limit_lines(uint64_t{capacity} * kPinLimitPct / 100), heat(id.origin_size, id.line_size) {}
 
 Engine::Impl::~Impl() {
-  async.reset();  // runs what is queued (nothing, once the caller stopped its I/O)
+  StopAsync();  // runs what is queued (nothing, once the caller stopped its I/O)
+  async.reset();
   StopMover();
   StopCleaner();
 }

@@ -22,13 +22,15 @@ AsyncWorkers::AsyncWorkers(Engine::Impl& im, uint32_t threads, const char* name)
   }
 }
 
-AsyncWorkers::~AsyncWorkers() {
+void AsyncWorkers::Stop() {
   {
     MutexLock lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
-  for (std::thread& t : threads_) t.join();
+  for (std::thread& t : threads_) {
+    if (t.joinable()) t.join();
+  }
 }
 
 void AsyncWorkers::Run(const AsyncJob& job) {
@@ -62,6 +64,7 @@ void AsyncWorkers::Loop(const char* name) {
     lock.Unlock();
     if (job.kind == AsyncJob::kContinue) job.next->Run();
     else if (job.kind == AsyncJob::kLeadSync) im_.LeadQueuedSync();
+    else if (job.kind == AsyncJob::kSyncMetadata) (void)im_.SyncMetadata();  // a failure is counted
     else im_.Answer(job.done, Execute(job));
     lock.Lock();
     if (--running_ == 0 && queue_.empty()) idle_cv_.notify_all();
@@ -236,7 +239,8 @@ void Engine::ReadAsync(uint64_t offset, void* buffer, uint64_t length, EngineCom
   impl_->stats.Taken();
   const bool bypass = impl_->BypassAndHeat(offset, length);
   auto* out = static_cast<uint8_t*>(buffer);
-  if (Reactor::Current() != nullptr && impl_->TryReadHitAsync(offset, out, length, bypass, done)) {
+  if (Reactor::Current() != nullptr && (impl_->TryReadHitAsync(offset, out, length, bypass, done) ||
+                                         impl_->TryReadMissAsync(offset, out, length, bypass, done))) {
     return;
   }
   impl_->Workers().Run({AsyncJob::kRead, offset, length, out, false, bypass, done});
@@ -256,6 +260,10 @@ void Engine::WriteAsync(uint64_t offset, const void* buffer, uint64_t length, bo
   // The workers only read from it: the cast fits the job's one buffer field.
   auto* in = const_cast<uint8_t*>(data);
   impl_->Workers().Run({AsyncJob::kWrite, offset, length, in, fua, bypass, done});
+}
+
+void Engine::Impl::StopAsync() {
+  if (async) async->Stop();
 }
 
 void Engine::Impl::DrainWorkers() {

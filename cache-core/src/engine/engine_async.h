@@ -29,6 +29,7 @@ struct AsyncJob {
   enum Kind {
     kRead, kWrite, kDiscard,  // a request, by the synchronous paths
     kLeadSync,  // runs a group commit for asynchronous waiters
+    kSyncMetadata,  // syncs the store (so many evictions wait for a sync)
     kContinue,  // `next` runs; it answers its request itself
   } kind;
   uint64_t offset = 0, length = 0;
@@ -42,8 +43,10 @@ class AsyncWorkers {
  public:
   // `name`: the threads' name (NameThisThread).
   AsyncWorkers(Engine::Impl& im, uint32_t threads, const char* name);
-  // Runs what is queued, then joins.
-  ~AsyncWorkers();
+  // Runs what is queued, then joins (idempotent). Jobs run after it are
+  // never run.
+  void Stop();
+  ~AsyncWorkers() { Stop(); }
   void Run(const AsyncJob& job);
   // Returns once nothing is queued or running (Engine::Shutdown: what was
   // taken completes before the clean shutdown is recorded).
@@ -103,10 +106,22 @@ struct AsyncHit final : IoCompletion {
   }
 };
 
+// A request whose records the record committer puts: it adds them (its
+// lines' stripes still held), and once the store write is done lets go of
+// its lines and returns its answer, which the committer then gives.
+class CommitJob {
+ public:
+  virtual void AddRecords(MetadataStore::Batch& batch) = 0;
+  virtual Engine::Impl::PendingAnswer Committed(const Status& put) = 0;
+
+ protected:
+  ~CommitJob() = default;
+};
+
 // One write-back write served on a reactor: its lines cached, its stripes
 // held exclusively and its flush epoch entered from its decision until its
 // records are put.
-struct AsyncWrite final : IoCompletion, ReactorTask {
+struct AsyncWrite final : IoCompletion, ReactorTask, CommitJob {
   Engine::Impl* im = nullptr;
   uint64_t offset = 0, length = 0;
   const uint8_t* in = nullptr;
@@ -126,19 +141,59 @@ struct AsyncWrite final : IoCompletion, ReactorTask {
   }
   // On a worker, after a cache write failed: the rest blocks.
   void Run() override { im->FinishWriteBack(*this); }
+  void AddRecords(MetadataStore::Batch& batch) override {
+    for (uint32_t slot : slots) batch.PutLine(slot, im->slots.BuildRecord(slot));
+  }
+  Engine::Impl::PendingAnswer Committed(const Status& put) override {
+    return im->ReleaseWrite(*this, put);
+  }
 };
 
-// Puts the records of reactor writes whose data has landed, on a thread of
-// its own: a reactor never waits for the store (a log sync holds its writes
-// back), and the records of every write that landed meanwhile go in one
-// store write. Then each write's epoch and stripes are let go and it is
-// answered (Engine::Impl::ReleaseWrite).
+// One read that misses, served on a reactor: its stripes held exclusively
+// from its decision until its promotion's records are put.
+struct AsyncMiss final : IoCompletion, CommitJob {
+  Engine::Impl* im = nullptr;
+  uint64_t offset = 0, length = 0;
+  uint8_t* out = nullptr;
+  bool bypass = false;
+  bool promote = false;    // the missing blocks go into the cache
+  bool promoting = false;  // `ios` are the promotion's cache writes
+  EngineCompletion* done = nullptr;
+  Engine::Impl::Tally tally;
+  std::vector<Segment> segments;
+  std::vector<uint32_t> slots;     // kNoSlot: not cached
+  std::vector<size_t> stripes;     // held exclusively, sorted
+  std::vector<uint8_t> cached;     // per block of the request: read from the cache
+  std::vector<AsyncIo> ios;        // the reads, then the promotion's writes
+  std::vector<uint8_t> on_origin;  // per read: from the origin
+  std::vector<uint32_t> promoted;  // slots the promotion wrote into
+  RecordBatch emptied;             // slots a failed promotion left empty
+  size_t pending = 0;
+
+  void IoDone(AsyncIo&) override {
+    if (--pending == 0) im->MissLanded(*this);
+  }
+  void AddRecords(MetadataStore::Batch& batch) override {
+    for (uint32_t slot : promoted) {
+      if (im->slots.ValidBlocks(slot) > 0) batch.PutLine(slot, im->slots.BuildRecord(slot));
+    }
+    for (const auto& [line, slot] : emptied.emptied) batch.DeleteLine(slot);
+  }
+  Engine::Impl::PendingAnswer Committed(const Status&) override { return im->FinishMiss(*this); }
+};
+
+// Puts the records of reactor requests whose data has landed (writes, and
+// the promotions of misses), on a thread of its own: a reactor never waits
+// for the store (a log sync holds its writes back), and the records of
+// every request that landed meanwhile go in one store write. Then each
+// request lets go of its lines, and once all have, each is answered.
 class RecordCommitter {
  public:
   explicit RecordCommitter(Engine::Impl& im);
-  // Commits what is queued, then joins.
-  ~RecordCommitter();
-  void Commit(AsyncWrite* write);
+  // Commits what is queued, then joins (idempotent).
+  void Stop();
+  ~RecordCommitter() { Stop(); }
+  void Commit(CommitJob* job);
   // Returns once nothing is queued or being committed.
   void Drain();
 
@@ -148,22 +203,30 @@ class RecordCommitter {
   Engine::Impl& im_;
   Mutex mu_;
   std::condition_variable cv_, idle_cv_;
-  std::vector<AsyncWrite*> queue_ GUARDED_BY(mu_);
+  std::vector<CommitJob*> queue_ GUARDED_BY(mu_);
   bool busy_ GUARDED_BY(mu_) = false;
   bool stop_ GUARDED_BY(mu_) = false;
-  std::vector<AsyncWrite*> group_;  // the committer thread's
+  std::vector<CommitJob*> group_;  // the committer thread's
   MetadataStore::Batch records_;    // the committer thread's
+  std::vector<Engine::Impl::PendingAnswer> answers_;  // the committer thread's
   std::thread thread_;
 };
 
 struct AsyncState {
   AsyncState(Engine::Impl& im, uint32_t threads)
       : workers(im, threads, "cachectl-worker"), committer(im), continuations(im, 1, "cachectl-rest") {}
-  // Stopped in the reverse order, while the pools still stand: the
-  // continuations first, then the committer (both may hand a FUA write's
-  // sync to the workers).
+  // Runs what is queued and joins every thread, the continuations first,
+  // then the committer (both may hand a FUA write's sync to the workers),
+  // then the workers; called while the engine's `async` still points here
+  // (what runs meanwhile uses it).
+  void Stop() {
+    continuations.Stop();
+    committer.Stop();
+    workers.Stop();
+  }
   RequestPool<AsyncHit> hits;
   RequestPool<AsyncWrite> writes;
+  RequestPool<AsyncMiss> misses;
   RequestPool<Engine::Impl::SyncWaiter> sync_waiters;
   AsyncWorkers workers;
   RecordCommitter committer;

@@ -160,39 +160,42 @@ void Engine::Impl::FinishWriteBack(AsyncWrite& w) {
     Status put = ApplyRecords(records, false);
     if (result.ok()) result = std::move(put);
   }
-  ReleaseWrite(w, std::move(result));
+  Send(ReleaseWrite(w, std::move(result)));
 }
 
-void Engine::Impl::ReleaseWrite(AsyncWrite& w, Status result) {
+Engine::Impl::PendingAnswer Engine::Impl::ReleaseWrite(AsyncWrite& w, Status result) {
   slots.LeaveWrite(w.epoch);
   ReleaseStripes(w.stripes, true);
   CountWrites(w.tally);
-  EngineCompletion* done = w.done;
-  const bool sync = w.fua && result.ok();
+  PendingAnswer answer{w.done, std::move(result), w.fua};
   async->writes.Give(std::unique_ptr<AsyncWrite>(&w));
-  if (sync) return GroupSyncAsync(done);  // answered once a sync covered it
-  Answer(done, std::move(result));
+  return answer;
+}
+
+void Engine::Impl::Send(PendingAnswer answer) {
+  if (answer.fua && answer.status.ok()) return GroupSyncAsync(answer.done);  // answered once a sync covered it
+  Answer(answer.done, std::move(answer.status));
 }
 
 // ---- the record committer
 
 RecordCommitter::RecordCommitter(Engine::Impl& im) : im_(im), thread_([this] { Loop(); }) {}
 
-RecordCommitter::~RecordCommitter() {
+void RecordCommitter::Stop() {
   {
     MutexLock lock(mu_);
     stop_ = true;
   }
   cv_.notify_all();
-  thread_.join();
+  if (thread_.joinable()) thread_.join();
 }
 
-void RecordCommitter::Commit(AsyncWrite* write) {
+void RecordCommitter::Commit(CommitJob* job) {
   bool wake;
   {
     MutexLock lock(mu_);
     wake = queue_.empty();  // otherwise the committer is awake already, or about to be
-    queue_.push_back(write);
+    queue_.push_back(job);
   }
   if (wake) cv_.notify_one();
 }
@@ -217,14 +220,16 @@ void RecordCommitter::Loop() {
     group_.swap(queue_);
     busy_ = true;
     lock.Unlock();
-    // Each write still holds its lines' stripes: their state is read here
-    // as its reactor left it (handed over under mu_).
+    // Each request still holds its lines' stripes: their state is read
+    // here as its reactor left it (handed over under mu_).
     records_.Clear();
-    for (AsyncWrite* w : group_) {
-      for (uint32_t slot : w->slots) records_.PutLine(slot, im_.slots.BuildRecord(slot));
-    }
+    for (CommitJob* job : group_) job->AddRecords(records_);
     const Status put = im_.ApplyRecords(records_, false);
-    for (AsyncWrite* w : group_) im_.ReleaseWrite(*w, put);
+    // Every request lets go of its lines before any is answered: a
+    // client's completion may take its time, or ask for those lines.
+    for (CommitJob* job : group_) answers_.push_back(job->Committed(put));
+    for (Engine::Impl::PendingAnswer& a : answers_) im_.Send(std::move(a));
+    answers_.clear();
     group_.clear();
     lock.Lock();
     busy_ = false;

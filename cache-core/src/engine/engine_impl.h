@@ -53,6 +53,7 @@ class AsyncWorkers;  // engine_async.h
 struct AsyncState;   // engine_async.h
 struct AsyncHit;     // engine_async.h
 struct AsyncWrite;   // engine_async.h
+struct AsyncMiss;    // engine_async.h
 
 // A synchronous client request, counted in flight while it lives.
 class RequestInFlight {
@@ -156,14 +157,43 @@ struct Engine::Impl {
   void WriteBackLanded(AsyncWrite& write);
   void MarkWrittenDirty(AsyncWrite& write, size_t segment, const uint8_t* data);
   void FinishWriteBack(AsyncWrite& write);
-  // Lets go of the write's epoch and stripes and answers it with `result`
-  // (for FUA, once a group commit covered it).
-  void ReleaseWrite(AsyncWrite& write, Status result);
+  // Lets go of the write's epoch and stripes and gives it back to its
+  // pool; returns its answer, which Send gives (for FUA, once a group
+  // commit covered it). Apart, so that a caller releasing several writes
+  // answers none while another still holds its lines.
+  struct PendingAnswer {
+    EngineCompletion* done;
+    Status status;
+    bool fua;  // answered once a group commit covered it
+  };
+  PendingAnswer ReleaseWrite(AsyncWrite& write, Status result);
+  void Send(PendingAnswer answer);
+  // A read that misses, served on the calling reactor
+  // (engine_async_miss.cc) when the origin's requests do not wait there
+  // and its promotion needs no eviction. False, with nothing done or
+  // counted, when it does not apply.
+  bool TryReadMissAsync(uint64_t offset, uint8_t* out, uint64_t length, bool bypass,
+                        EngineCompletion* done);
+  // Its steps: the reads (cached runs from the cache, missing runs from the
+  // origin); once they land, the proof of the cached blocks (or the whole
+  // read again on the workers), the promotion's cache writes; once those
+  // land, the blocks marked, and the records put by the committer, which
+  // then calls FinishMiss: the stripes let go, the answer.
+  void PlanMissReads(AsyncMiss& miss);
+  void SubmitMissIos(AsyncMiss& miss);
+  void MissLanded(AsyncMiss& miss);
+  bool MissReadProven(const AsyncMiss& miss) const;
+  bool PlanPromotion(AsyncMiss& miss);
+  void PromotionLanded(AsyncMiss& miss);
+  PendingAnswer FinishMiss(AsyncMiss& miss);
   // The engine's asynchronous state (engine_async.cc), started on first use.
   AsyncState& Async();
   AsyncWorkers& Workers();
   // Waits until the workers have nothing queued or running (if started).
   void DrainWorkers();
+  // Runs what is queued and joins the asynchronous threads (if started),
+  // while `async` still points to their state (what runs meanwhile uses it).
+  void StopAsync();
 
   // ---- I/O of one line segment (engine_io.cc)
   Status ReadSegment(const Segment& seg, uint8_t* out, bool bypass, Tally& tally);

@@ -156,13 +156,14 @@ Status Engine::Impl::RunSyncRound(uint64_t covers) {
 }
 
 void Engine::Impl::AnswerSyncWaiters(std::vector<SyncWaiter*>& answered, bool hand_on) {
+  // The next round first: an answer may take its time.
+  if (hand_on) Workers().Run({AsyncJob::kLeadSync});
   for (SyncWaiter* w : answered) {
     EngineCompletion* done = w->answer;
     Status status = std::move(w->status);
     async->sync_waiters.Give(std::unique_ptr<SyncWaiter>(w));
     Answer(done, std::move(status));
   }
-  if (hand_on) Workers().Run({AsyncJob::kLeadSync});
 }
 
 Status Engine::Impl::FlushCacheSide() {

@@ -245,6 +245,21 @@ std::optional<uint32_t> SlotTable::PickVictimLocked(VictimHandler& victims) {
   });
 }
 
+std::optional<uint32_t> SlotTable::TakeFreeSlot(uint64_t line, bool& sync_due) {
+  MutexLock lock(mu_);
+  sync_due = false;
+  if (free_slots_.empty()) return std::nullopt;
+  const uint32_t slot = free_slots_.back();
+  free_slots_.pop_back();
+  sync_due = TakeSlotLocked(slot, line);
+  return slot;
+}
+
+size_t SlotTable::FreeSlots() {
+  MutexLock lock(mu_);
+  return free_slots_.size();
+}
+
 std::optional<uint32_t> SlotTable::Allocate(uint64_t line, VictimHandler& victims, bool& sync_due) {
   MutexLock lock(mu_);
   sync_due = false;

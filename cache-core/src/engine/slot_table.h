@@ -205,6 +205,10 @@ class SlotTable {
   // wait for a sync that the caller should sync now.
   std::optional<uint32_t> Allocate(uint64_t line, VictimHandler& victims, bool& sync_due)
       EXCLUDES(mu_);
+  // The same without evicting (REQUIRES: the line's stripe): a free slot,
+  // or nothing.
+  std::optional<uint32_t> TakeFreeSlot(uint64_t line, bool& sync_due) EXCLUDES(mu_);
+  size_t FreeSlots() EXCLUDES(mu_);
   // Empties the slot when no block is valid any more (REQUIRES: the line's
   // stripe): it leaves the map, the delete of its record goes into `batch`.
   void ReleaseIfEmpty(uint32_t slot, RecordBatch& batch) EXCLUDES(mu_);

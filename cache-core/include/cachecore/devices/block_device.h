@@ -52,13 +52,19 @@ class IoCompletion {
 
 // One request of BlockDevice::Submit. The caller owns it, and the buffer,
 // until IoDone; a device may use the rest while the request runs.
-struct AsyncIo final : ReactorOp {
+struct AsyncIo final : ReactorOp, ReactorTask {
   IoRequest request;
   IoCompletion* done = nullptr;
   int fd = -1;  // the device's, while on a reactor
+  // A device whose requests complete on a thread of its own (NbdDevice)
+  // posts the request back to the reactor that submitted it, here.
+  Reactor* reactor = nullptr;
+  void* device_state = nullptr;  // such a device's, while it runs the request
   // The reactor's completion: the request's status from `result`, then
   // IoDone (devices/uring_device.cc).
   void OnComplete(int result) override;
+  // Posted back by such a device, the status set: IoDone.
+  void Run() override { done->IoDone(*this); }
 };
 
 class BlockDevice {
@@ -85,6 +91,10 @@ class BlockDevice {
   // (and by default) the request runs to completion and IoDone runs before
   // Submit returns.
   virtual void Submit(AsyncIo& io);
+  // Whether Submit on a reactor's thread returns without waiting for the
+  // device (io_uring, NBD, memory): requests that reach this device are
+  // served on a reactor only then. By default false: Submit waits.
+  virtual bool submits_without_waiting() const { return false; }
 
   Status Read(uint64_t offset, void* buffer, uint64_t length);
   Status Write(uint64_t offset, const void* buffer, uint64_t length);

@@ -10,6 +10,8 @@
 // several connections (multi-conn, under which a flush on one connection
 // covers writes completed on any) calls go to the least loaded; without it,
 // everything goes over one. Requests above 32 MiB go out in pieces.
+// Submit on a reactor's thread sends one command and returns; its reply
+// posts the request back to that reactor (no thread waits for it).
 //
 // When the connection is lost every waiting and later call fails with an
 // IoError naming the URI. The device must outlive its calls; destroying it

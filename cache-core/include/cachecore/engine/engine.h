@@ -50,7 +50,7 @@ struct EngineConfig {
 
 // The completion of an asynchronous request: Done runs once, with the
 // request's outcome, on the reactor that submitted it or on one of the
-// engine's workers (so it must be safe from any thread).
+// engine's threads (so it must be safe from any thread).
 class EngineCompletion {
  public:
   virtual void Done(Status status) = 0;
@@ -106,10 +106,14 @@ class Engine {
   // Asynchronous requests, for front ends on reactors
   // (cachecore/devices/reactor.h): each returns at once and `done` runs
   // when the request completes; the buffer must stay until then. A read
-  // that hits in full, called on a reactor, is served there (its cache
-  // reads in flight beside the reactor's other I/O); every other request
-  // runs on the engine's workers, as Read, Write, Discard and Sync would.
-  // Same outcomes, counters and durability as those calls.
+  // of whole blocks (that hits, or misses without needing an eviction, the
+  // origin's requests not waiting on a reactor) and a write-back write of
+  // whole blocks over cached lines, called on a reactor, are served there
+  // (their I/O in flight beside the reactor's other I/O; their records put
+  // by the engine's committer thread); a sync waits in the engine's group commit
+  // without a thread; every other request runs on the engine's workers, as
+  // Read, Write and Discard would. Same outcomes, counters and durability
+  // as the synchronous calls.
   void ReadAsync(uint64_t offset, void* buffer, uint64_t length, EngineCompletion* done);
   void WriteAsync(uint64_t offset, const void* buffer, uint64_t length, bool fua,
                   EngineCompletion* done);

@@ -1,0 +1,218 @@
+// Reads that miss, on the reactor. A read of whole blocks in memory fit for
+// direct I/O, whose origin's requests do not wait on a reactor (io_uring,
+// NBD, memory), is served on the reactor that took it when its promotion
+// needs no eviction (its lines are cached, or enough slots are free): its
+// stripes tried exclusively; its cached runs read from the cache and its
+// missing runs from the origin, all in flight at once; once they land the
+// cached blocks proven by their checksums, the counts, and the missing
+// blocks written into the cache from the caller's buffer; once those land,
+// the blocks marked valid and clean, and the records put by the committer,
+// which lets the stripes go and answers. The same steps as ReadBatch and
+// PromoteBatch on a worker. A read that cannot be proven (a failed read, a
+// checksum that fails) counts nothing and goes to the workers whole, whose
+// synchronous path repairs or reports; so does any read whose promotion
+// would evict (eviction may clean a dirty victim, which blocks).
+#include <algorithm>
+
+#include "cachecore/metadata/checksum.h"
+#include "engine/engine_async.h"
+
+namespace cachecore {
+
+namespace {
+
+constexpr uint32_t kNoSlot = SlotTable::kNoSlot;
+
+// Adds one block to `ios` as part of `last` (an index, or -1) when it
+// continues it both on the device and in memory; otherwise as a new request,
+// whose index `last` becomes.
+void AppendBlock(std::vector<AsyncIo>& ios, long& last, IoOp op, uint64_t offset, uint8_t* buffer) {
+  if (last >= 0) {
+    IoRequest& r = ios[last].request;
+    if (r.offset + r.length == offset && static_cast<uint8_t*>(r.buffer) + r.length == buffer) {
+      r.length += kBlockSize;
+      return;
+    }
+  }
+  ios.emplace_back();
+  ios.back().request = {op, offset, kBlockSize, buffer, Status()};
+  last = static_cast<long>(ios.size() - 1);
+}
+
+}  // namespace
+
+bool Engine::Impl::TryReadMissAsync(uint64_t offset, uint8_t* out, uint64_t length, bool bypass,
+                                    EngineCompletion* done) {
+  if (offset % kBlockSize || length % kBlockSize || length > kMaxOnReactor ||
+      reinterpret_cast<uintptr_t>(out) % kSectorSize || !dev.origin->submits_without_waiting()) {
+    return false;
+  }
+  AsyncState& state = Async();
+  std::unique_ptr<AsyncMiss> m = state.misses.Take();
+  SplitIntoSegments(offset, length, m->segments);
+  if (!TryHoldStripes(m->segments, m->stripes, /*exclusive=*/true)) {
+    state.misses.Give(std::move(m));
+    return false;
+  }
+  m->slots.clear();
+  slots.FindEach(m->segments.size(), [&m](size_t i) { return m->segments[i].line; }, m->slots);
+  m->cached.clear();
+  size_t lines_to_place = 0;
+  for (size_t i = 0; i < m->segments.size(); ++i) {
+    bool missing = false;
+    for (uint32_t b = m->segments[i].first_block(); b < m->segments[i].end_block(); ++b) {
+      const bool valid = m->slots[i] != kNoSlot && (slots.Flags(m->slots[i], b) & kValid);
+      m->cached.push_back(valid);
+      missing = missing || !valid;
+    }
+    if (missing && m->slots[i] == kNoSlot) ++lines_to_place;
+  }
+  m->promote = !bypass && EffectiveMode() != CacheMode::kPassThrough && !dev.metadata->failed();
+  if (m->promote && lines_to_place > slots.FreeSlots()) {
+    ReleaseStripes(m->stripes, true);  // the workers evict
+    state.misses.Give(std::move(m));
+    return false;
+  }
+  m->im = this;
+  m->offset = offset;
+  m->length = length;
+  m->out = out;
+  m->bypass = bypass;
+  m->done = done;
+  m->promoting = false;
+  m->tally = {};
+  m->promoted.clear();
+  m->emptied.records.Clear();
+  m->emptied.emptied.clear();
+  PlanMissReads(*m);
+  SubmitMissIos(*m.release());  // owned by its completions from here
+  return true;
+}
+
+// Cached runs from the cache, missing runs from the origin (one read for a
+// run that continues into the next line).
+void Engine::Impl::PlanMissReads(AsyncMiss& m) {
+  m.ios.clear();
+  m.on_origin.clear();
+  long last_cache = -1, last_origin = -1;
+  size_t block = 0;
+  for (size_t i = 0; i < m.segments.size(); ++i) {
+    const Segment& seg = m.segments[i];
+    for (uint32_t b = seg.first_block(); b < seg.end_block(); ++b, ++block) {
+      uint8_t* dst = m.out + block * kBlockSize;
+      const size_t before = m.ios.size();
+      if (m.cached[block]) AppendBlock(m.ios, last_cache, IoOp::kRead, SlotOffset(m.slots[i], b), dst);
+      else AppendBlock(m.ios, last_origin, IoOp::kRead, OriginOffset(seg.line, b), dst);
+      if (m.ios.size() > before) m.on_origin.push_back(!m.cached[block]);
+    }
+  }
+}
+
+void Engine::Impl::SubmitMissIos(AsyncMiss& m) {
+  for (AsyncIo& io : m.ios) io.done = &m;
+  // One count more than the requests, dropped after the last is submitted:
+  // a device that completes inline cannot finish the read under this loop.
+  m.pending = m.ios.size() + 1;
+  for (size_t k = 0; k < m.ios.size(); ++k) {
+    BlockDevice* device = !m.promoting && m.on_origin[k] ? dev.origin : dev.cache;
+    device->Submit(m.ios[k]);
+  }
+  m.IoDone(m.ios.front());
+}
+
+bool Engine::Impl::MissReadProven(const AsyncMiss& m) const {
+  for (const AsyncIo& io : m.ios) {
+    if (!io.request.status.ok()) return false;
+  }
+  size_t block = 0;
+  for (size_t i = 0; i < m.segments.size(); ++i) {
+    for (uint32_t b = m.segments[i].first_block(); b < m.segments[i].end_block(); ++b, ++block) {
+      if (m.cached[block] && Crc32c(m.out + block * kBlockSize, kBlockSize) != slots.Crc(m.slots[i], b)) {
+        return false;
+      }
+    }
+  }
+  return true;
+}
+
+void Engine::Impl::MissLanded(AsyncMiss& m) {
+  if (m.promoting) return PromotionLanded(m);
+  if (!MissReadProven(m)) {
+    // Nothing counted or changed: the workers read it again, and repair
+    // a clean block or report what cannot be read.
+    ReleaseStripes(m.stripes, true);
+    const AsyncJob again{AsyncJob::kRead, m.offset, m.length, m.out, false, m.bypass, m.done};
+    async->misses.Give(std::unique_ptr<AsyncMiss>(&m));
+    return Workers().Run(again);
+  }
+  m.tally.hits = std::count(m.cached.begin(), m.cached.end(), 1);
+  m.tally.misses = m.cached.size() - m.tally.hits;
+  slots.NoteHits(m.slots);
+  if (m.promote && m.tally.misses > 0 && PlanPromotion(m)) {
+    m.promoting = true;
+    return SubmitMissIos(m);
+  }
+  Send(FinishMiss(m));
+}
+
+// The missing blocks' cache writes, from the caller's buffer, into the
+// lines' slots (a free one for a line that has none, if admitted). False
+// when there is nothing to write.
+bool Engine::Impl::PlanPromotion(AsyncMiss& m) {
+  m.ios.clear();
+  long last = -1;
+  size_t block = 0;
+  for (size_t i = 0; i < m.segments.size(); ++i) {
+    const Segment& seg = m.segments[i];
+    const size_t first = block;
+    block += seg.end_block() - seg.first_block();
+    if (std::all_of(m.cached.begin() + first, m.cached.begin() + block, [](uint8_t c) { return c; })) continue;
+    if (m.slots[i] == kNoSlot) {
+      bool sync_due = false;
+      std::optional<uint32_t> slot;
+      if (admission.AdmitOnMiss(seg.line)) slot = slots.TakeFreeSlot(seg.line, sync_due);
+      // Bounds the unsynced evictions, off the reactor.
+      if (sync_due) Workers().Run({AsyncJob::kSyncMetadata});
+      if (!slot) continue;  // taken meanwhile: this read does not promote it
+      m.slots[i] = *slot;
+    }
+    m.promoted.push_back(m.slots[i]);
+    for (uint32_t b = seg.first_block(); b < seg.end_block(); ++b) {
+      const size_t k = first + (b - seg.first_block());
+      if (m.cached[k] || (slots.Flags(m.slots[i], b) & kValid)) continue;
+      AppendBlock(m.ios, last, IoOp::kWrite, SlotOffset(m.slots[i], b), m.out + k * kBlockSize);
+    }
+  }
+  return !m.ios.empty();
+}
+
+// Failures only cost the copies: the origin has the data.
+void Engine::Impl::PromotionLanded(AsyncMiss& m) {
+  const uint64_t epoch = slots.FlushesStarted();
+  for (const AsyncIo& io : m.ios) {
+    if (!io.request.status.ok()) {
+      CountCacheError(stats.cache_write_err);
+      continue;
+    }
+    for (uint64_t off = 0; off < io.request.length; off += kBlockSize) {
+      const uint64_t at = io.request.offset + off - kDataOffset;  // a write may span adjacent slots
+      slots.MarkValidClean(static_cast<uint32_t>(at / line_size),
+                           static_cast<uint32_t>(at % line_size / kBlockSize),
+                           Crc32c(static_cast<const uint8_t*>(io.request.buffer) + off, kBlockSize),
+                           epoch);
+    }
+  }
+  for (uint32_t slot : m.promoted) slots.ReleaseIfEmpty(slot, m.emptied);
+  async->committer.Commit(&m);  // the records, then FinishMiss
+}
+
+Engine::Impl::PendingAnswer Engine::Impl::FinishMiss(AsyncMiss& m) {
+  if (!m.emptied.emptied.empty()) slots.FreeEmptied(m.emptied);  // their deletes are in the store now
+  ReleaseStripes(m.stripes, true);
+  CountReads(m.tally);
+  PendingAnswer answer{m.done, Status::Ok(), false};
+  async->misses.Give(std::unique_ptr<AsyncMiss>(&m));
+  return answer;
+}
+
+}  // namespace cachecore

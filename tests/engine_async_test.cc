@@ -226,6 +226,32 @@ TEST(EngineAsyncMissTest, AMissThatWouldEvictRunsOnTheWorkers) {
   EXPECT_EQ(rig.engine().stats().evictions, 1u);
 }
 
+// The promotion's cache write fails: the read is served all the same, the
+// slot it took is given back (its record deleted first), and the line is
+// promoted by a later read.
+TEST_F(EngineAsyncTest, AFailedPromotionGivesItsSlotBack) {
+  AlignedBuffer data(kBlock);
+  FillPattern(data.data(), 40 * kBlock, kBlock, 9);
+  ASSERT_TRUE(rig_.raw_origin().Write(40 * kBlock, data.data(), kBlock).ok());
+  const uint64_t occupied = rig_.engine().stats().occupancy_lines;
+  rig_.cache().FailNth(kFaultWrite, 1);
+  AlignedBuffer got(kBlock);
+  Completions done(1);
+  OnReactor([&] { rig_.engine().ReadAsync(40 * kBlock, got.data(), kBlock, done.at(0)); }, done, 1);
+  EXPECT_EQ(done.failed(), 0u) << done.last_error();
+  EXPECT_EQ(done.on_workers(), 0u);
+  EXPECT_EQ(std::memcmp(got.data(), data.data(), kBlock), 0);
+  EXPECT_EQ(rig_.engine().stats().errors.cache_write, 1u);
+  EXPECT_EQ(rig_.engine().stats().occupancy_lines, occupied);
+  EXPECT_TRUE(rig_.engine().CheckRecordsAgreeForTest().ok());
+  Completions again(1);
+  OnReactor([&] { rig_.engine().ReadAsync(40 * kBlock, got.data(), kBlock, again.at(0)); }, again, 1);
+  EXPECT_EQ(std::memcmp(got.data(), data.data(), kBlock), 0);
+  EXPECT_EQ(rig_.engine().stats().occupancy_lines, occupied + 1);
+  EXPECT_TRUE(rig_.engine().CheckRecordsAgreeForTest().ok());
+  EXPECT_TRUE(rig_.engine().CheckCleanDataForTest([](uint64_t) { return false; }).ok());
+}
+
 // The origin fails the read: the workers read it again, and report it.
 TEST_F(EngineAsyncTest, AnOriginReadErrorIsReported) {
   rig_.origin().CompleteOutOfOrder(true);

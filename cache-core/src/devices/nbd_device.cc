@@ -180,12 +180,14 @@ struct Command {
   Batch* batch;
   IoRequest* request;
   Connection* connection;
-  int error = 0;  // written by OnComplete, read after Batch::Wait
+  // Written by OnComplete, read after Batch::Wait. A command libnbd frees
+  // without completing it (the handle closed under it) keeps ENOTCONN.
+  int error = ENOTCONN;
 };
 
 int OnComplete(void* user_data, int* error) {
   auto* c = static_cast<Command*>(user_data);
-  if (*error != 0) c->error = *error;
+  c->error = *error;
   // ENOTCONN: libnbd failing what was in flight on a connection that just
   // died; this thread's libnbd error says why.
   if (*error == ENOTCONN) c->connection->NoteLoss(nbd_get_error());
@@ -206,6 +208,7 @@ void OnFree(void* user_data) {
 int OnCompleteAsync(void* user_data, int* error) {
   auto* io = static_cast<AsyncIo*>(user_data);
   auto* c = static_cast<Connection*>(io->device_state);
+  io->answered = true;
   if (*error == 0) {
     io->request.status = Status::Ok();
   } else if (*error == ENOTCONN) {
@@ -218,7 +221,11 @@ int OnCompleteAsync(void* user_data, int* error) {
 
 void OnFreeAsync(void* user_data) {
   auto* io = static_cast<AsyncIo*>(user_data);
-  static_cast<Connection*>(io->device_state)->queued.fetch_sub(1, std::memory_order_relaxed);
+  auto* c = static_cast<Connection*>(io->device_state);
+  // Freed unanswered: refused at issue (the caller then says why), or the
+  // handle closed under it.
+  if (!io->answered) io->request.status = c->Lost();
+  c->queued.fetch_sub(1, std::memory_order_relaxed);
   io->reactor->Post(io);  // IoDone there (AsyncIo::Run)
 }
 
@@ -337,6 +344,7 @@ void NbdDevice::Submit(AsyncIo& io) {
   }
   io.reactor = reactor;
   io.device_state = c;
+  io.answered = false;
   c->queued.fetch_add(1, std::memory_order_relaxed);
   nbd_completion_callback done{.callback = OnCompleteAsync, .user_data = &io, .free = OnFreeAsync};
   // On failure libnbd has already called OnFreeAsync, whose post runs only

@@ -2,10 +2,12 @@
 // there: its lines' stripes try-locked (never waited for: a reactor never
 // blocks), its cache reads submitted on the reactor's ring beside everything
 // else in flight, its blocks proven by their checksums when they land, and
-// the stripes let go on the same thread. So is a write-back write over
-// cached lines (engine_async_write.cc). Anything else (a miss, a busy
-// stripe, a checksum that fails, other writes, trims, syncs) runs on the
-// engine's workers through the synchronous paths, which handle all of it.
+// the stripes let go on the same thread. So are a write-back write over
+// cached lines (engine_async_write.cc) and a miss that needs no eviction
+// (engine_async_miss.cc); syncs wait in the group commit (engine_sync.cc).
+// Anything else (a busy stripe, a checksum that fails, other writes,
+// trims) runs on the engine's workers through the synchronous paths, which
+// handle all of it.
 #include <algorithm>
 
 #include "cachecore/metadata/checksum.h"
@@ -64,11 +66,16 @@ void AsyncWorkers::Loop(const char* name) {
     lock.Unlock();
     if (job.kind == AsyncJob::kContinue) job.next->Run();
     else if (job.kind == AsyncJob::kLeadSync) im_.LeadQueuedSync();
-    else if (job.kind == AsyncJob::kSyncMetadata) (void)im_.SyncMetadata();  // a failure is counted
+    else if (job.kind == AsyncJob::kSyncMetadata) SyncMetadataOnce();
     else im_.Answer(job.done, Execute(job));
     lock.Lock();
     if (--running_ == 0 && queue_.empty()) idle_cv_.notify_all();
   }
+}
+
+void AsyncWorkers::SyncMetadataOnce() {
+  im_.async->metadata_sync_queued.store(false);  // a need seen from here on queues another
+  (void)im_.SyncMetadata();  // a failure is counted
 }
 
 Status AsyncWorkers::Execute(const AsyncJob& job) {

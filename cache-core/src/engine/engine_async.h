@@ -11,6 +11,7 @@
 // its rest (kContinue) when its stripes are held.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <memory>
@@ -43,8 +44,8 @@ class AsyncWorkers {
  public:
   // `name`: the threads' name (NameThisThread).
   AsyncWorkers(Engine::Impl& im, uint32_t threads, const char* name);
-  // Runs what is queued, then joins (idempotent). Jobs run after it are
-  // never run.
+  // Runs what is queued, then joins (idempotent). A job queued once every
+  // thread has left is never run.
   void Stop();
   ~AsyncWorkers() { Stop(); }
   void Run(const AsyncJob& job);
@@ -55,6 +56,7 @@ class AsyncWorkers {
  private:
   void Loop(const char* name);
   Status Execute(const AsyncJob& job);
+  void SyncMetadataOnce();
 
   Engine::Impl& im_;
   Mutex mu_;
@@ -228,6 +230,7 @@ struct AsyncState {
   RequestPool<AsyncWrite> writes;
   RequestPool<AsyncMiss> misses;
   RequestPool<Engine::Impl::SyncWaiter> sync_waiters;
+  std::atomic<bool> metadata_sync_queued{false};  // one kSyncMetadata job at a time
   AsyncWorkers workers;
   RecordCommitter committer;
   // The rests of requests that hold stripes and an epoch (kContinue): on a

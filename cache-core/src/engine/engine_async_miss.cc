@@ -172,7 +172,7 @@ bool Engine::Impl::PlanPromotion(AsyncMiss& m) {
       std::optional<uint32_t> slot;
       if (admission.AdmitOnMiss(seg.line)) slot = slots.TakeFreeSlot(seg.line, sync_due);
       // Bounds the unsynced evictions, off the reactor.
-      if (sync_due) Workers().Run({AsyncJob::kSyncMetadata});
+      if (sync_due && !async->metadata_sync_queued.exchange(true)) Workers().Run({AsyncJob::kSyncMetadata});
       if (!slot) continue;  // taken meanwhile: this read does not promote it
       m.slots[i] = *slot;
     }

@@ -60,6 +60,7 @@ struct AsyncIo final : ReactorOp, ReactorTask {
   // posts the request back to the reactor that submitted it, here.
   Reactor* reactor = nullptr;
   void* device_state = nullptr;  // such a device's, while it runs the request
+  bool answered = false;         // such a device's: the reply came
   // The reactor's completion: the request's status from `result`, then
   // IoDone (devices/uring_device.cc).
   void OnComplete(int result) override;

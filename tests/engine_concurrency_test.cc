@@ -137,6 +137,47 @@ TEST(GroupCommitTest, ACallerGetsTheStatusOfTheSyncThatCoveredIt) {
   EXPECT_EQ(syncs, 3);
 }
 
+// Found by reading: leaving write-back cleaned the lines that were dirty
+// when its flush began, but a write-back write that had decided before the
+// switch and not yet written made its line dirty after that: SetMode said
+// every line was clean, and one was not. Now a write-back write looks at
+// the mode again once it holds its flush epoch, and SetMode waits for the
+// writes of earlier epochs (a sync) before it looks for dirty lines.
+TEST(ModeSwitchTest, LeavingWriteBackWaitsForAWriteThatDecidedBefore) {
+  EngineRig rig;
+  EngineConfig c;
+  c.mode = CacheMode::kWriteBack;
+  c.background_cleaner = false;
+  ASSERT_TRUE(rig.Create(c).ok());
+  std::mutex mu;
+  std::condition_variable cv;
+  bool paused = false, released = false;
+  std::function<void(std::string_view)> fn = [&](std::string_view step) {
+    std::unique_lock lock(mu);
+    if (step == "write-back-0-epoch-held" && !paused) {
+      paused = true;  // decided, epoch held, nothing written yet
+      cv.notify_all();
+      cv.wait(lock, [&] { return released; });
+    } else if (step == "sync-1-epoch-begun" && paused && !released) {
+      released = true;  // the switch's sync waits for the write from here
+      cv.notify_all();
+    }
+  };
+  g_step_fn = &fn;
+  SetStepObserver(RunStepFn);
+  std::thread writer([&] { EXPECT_TRUE(WritePattern(rig.engine(), 0, 4 * K, 3).ok()); });
+  {
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return paused; });
+  }
+  Status switched = rig.engine().SetMode(CacheMode::kWriteThrough);
+  writer.join();
+  SetStepObserver(nullptr);
+  ASSERT_TRUE(switched.ok()) << switched.ToString();
+  EXPECT_EQ(rig.engine().stats().dirty_lines, 0u) << "SetMode left write-back with a dirty line";
+  EXPECT_TRUE(HasPattern(rig.engine(), 0, 4 * K, 3));
+}
+
 class ConcurrencyTest : public ::testing::TestWithParam<uint32_t> {};
 
 TEST_P(ConcurrencyTest, ClientsAndManagerTogether) {

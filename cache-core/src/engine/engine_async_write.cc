@@ -81,7 +81,8 @@ bool Engine::Impl::TryWriteBackAsync(uint64_t offset, const uint8_t* in, uint64_
       std::find(w->slots.begin(), w->slots.end(), SlotTable::kNoSlot) == w->slots.end();
   // Held from the decision to the records (see WriteBackSegment).
   w->epoch = all_cached ? slots.EnterWrite() : 0;
-  if (!all_cached || !WritableWithoutAnnouncing(*w)) {
+  // The mode again once the epoch is held (see WriteBackWanted).
+  if (!all_cached || EffectiveMode() != CacheMode::kWriteBack || !WritableWithoutAnnouncing(*w)) {
     if (all_cached) slots.LeaveWrite(w->epoch);
     ReleaseStripes(w->stripes, true);
     state.writes.Give(std::move(w));

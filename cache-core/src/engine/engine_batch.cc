@@ -216,6 +216,13 @@ bool Engine::Impl::WriteBackBatch(uint64_t offset, const uint8_t* in, uint64_t l
   if (bypass || EffectiveMode() != CacheMode::kWriteBack || !Batchable(offset, in, length)) return false;
   LineBatch& b = ThreadBatch();
   HoldLines(offset, length, b);
+  // Held from the decisions to the records (see WriteBackSegment), and the
+  // mode asked again once held (see WriteBackWanted): otherwise line by line.
+  const WriteEpoch held(slots);
+  if (EffectiveMode() != CacheMode::kWriteBack) {
+    ReleaseLines(b);
+    return false;
+  }
   (void)NoteHits(b, tally);
   result = Status::Ok();
   auto keep_first_error = [&](Status s) {
@@ -226,8 +233,6 @@ bool Engine::Impl::WriteBackBatch(uint64_t offset, const uint8_t* in, uint64_t l
   // synced metadata batch (see AnnounceOverwrite); then the data goes to
   // the cache in one batch.
   MetadataStore::Batch announcements;
-  // Held from the decisions to the records (see WriteBackSegment).
-  const WriteEpoch held(slots);
   const uint64_t epoch = held.epoch();
   ReachedStep("write-back-0-epoch-held");  // a test point
   if (!FlushBeforeAnnouncing(b, epoch)) {

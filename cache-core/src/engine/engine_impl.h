@@ -227,6 +227,7 @@ struct Engine::Impl {
   Status CacheWriteFailed(const Segment& seg, uint32_t slot, const uint8_t* data, uint64_t epoch);
   Status DiscardSegment(const Segment& seg);
   Status WriteBackSegment(const Segment& seg, std::optional<uint32_t> slot, uint8_t* window);
+  bool WriteBackWanted(uint32_t slot, uint32_t b0, uint32_t b1) const;
   Status ThroughSegment(const Segment& seg, std::optional<uint32_t> slot, uint8_t* window,
                         CacheMode mode, bool allocate);
   // Writes blocks [b0,b1) of `window` into the slot as clean, current data.

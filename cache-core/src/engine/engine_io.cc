@@ -211,6 +211,20 @@ Status Engine::Impl::AnnounceOverwrite(uint32_t slot, uint32_t b0, uint32_t b1,
   return slots.MarkOverwrite(slot, b0, b1, origin_write, epoch) ? PutRecord(slot, true) : Status::Ok();
 }
 
+// Whether a write of blocks [b0, b1) of the slot goes to the cache as
+// dirty data: in write-back, or over dirty blocks whatever the mode (they
+// are only on the cache). Asked again once the write holds its flush epoch:
+// SetMode's sync waits for writes that hold one, so a write that saw
+// write-back and enters its epoch after the switch goes through instead of
+// making a line dirty behind the switch's flush (ModeSwitchTest).
+bool Engine::Impl::WriteBackWanted(uint32_t slot, uint32_t b0, uint32_t b1) const {
+  if (EffectiveMode() == CacheMode::kWriteBack) return true;
+  for (uint32_t b = b0; b < b1; ++b) {
+    if (slots.Flags(slot, b) & kDirty) return true;
+  }
+  return false;
+}
+
 Status Engine::Impl::WriteBackSegment(const Segment& seg, std::optional<uint32_t> slot,
                                       uint8_t* window) {
   const uint32_t b0 = seg.first_block(), b1 = seg.end_block();
@@ -220,8 +234,12 @@ Status Engine::Impl::WriteBackSegment(const Segment& seg, std::optional<uint32_t
 
   // Held from the decision to the record: a sync that begins meanwhile
   // waits, and covers this write whole (see SlotTable::EnterWrite).
-  const WriteEpoch held(slots);
-  const uint64_t epoch = held.epoch();
+  std::optional<WriteEpoch> held(std::in_place, slots);
+  if (!WriteBackWanted(*slot, b0, b1)) {
+    held.reset();  // the mode left write-back meanwhile: through, as WriteSegment would now
+    return ThroughSegment(seg, slot, window, EffectiveMode(), /*allocate=*/true);
+  }
+  const uint64_t epoch = held->epoch();
   ReachedStep("write-back-0-epoch-held");  // a test point
   CACHECORE_RETURN_IF_ERROR(AnnounceOverwrite(*slot, b0, b1, /*origin_write=*/false, epoch));
   std::bitset<256> overwritten;

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <functional>
 #include <mutex>
 #include <random>
@@ -176,6 +177,54 @@ TEST(ModeSwitchTest, LeavingWriteBackWaitsForAWriteThatDecidedBefore) {
   ASSERT_TRUE(switched.ok()) << switched.ToString();
   EXPECT_EQ(rig.engine().stats().dirty_lines, 0u) << "SetMode left write-back with a dirty line";
   EXPECT_TRUE(HasPattern(rig.engine(), 0, 4 * K, 3));
+}
+
+// Found by a second reader: a write over a block still dirty goes to the
+// cache whatever the mode, and one that landed while the switch's flush had
+// the line on its way to the origin left it dirty after SetMode said every
+// line was clean. The switch now flushes again while a line is dirty.
+TEST(ModeSwitchTest, AWriteOverADirtyBlockWhileItIsCleanedIsCleanedToo) {
+  EngineRig rig;
+  EngineConfig c;
+  c.mode = CacheMode::kWriteBack;
+  c.background_cleaner = false;
+  ASSERT_TRUE(rig.Create(c).ok());
+  ASSERT_TRUE(WritePattern(rig.engine(), 20 * K, 4 * K, 1).ok());  // dirty
+  bool rewritten = false;
+  std::function<void(std::string_view)> fn = [&](std::string_view step) {
+    if (step != "flush-1-origin-written" || rewritten) return;
+    rewritten = true;  // the line's stripe is released while its data goes to the origin
+    EXPECT_TRUE(WritePattern(rig.engine(), 20 * K, 4 * K, 2).ok());
+  };
+  g_step_fn = &fn;
+  SetStepObserver(RunStepFn);
+  Status switched = rig.engine().SetMode(CacheMode::kWriteThrough);
+  SetStepObserver(nullptr);
+  ASSERT_TRUE(rewritten);
+  ASSERT_TRUE(switched.ok()) << switched.ToString();
+  EXPECT_EQ(rig.engine().stats().dirty_lines, 0u) << "SetMode left write-back with a dirty line";
+  EXPECT_TRUE(HasPattern(rig.engine(), 20 * K, 4 * K, 2));
+  AlignedBuffer origin(4 * K), want(4 * K);
+  ASSERT_TRUE(rig.raw_origin().Read(20 * K, origin.data(), 4 * K).ok());
+  FillPattern(want.data(), 20 * K, 4 * K, 2);
+  EXPECT_EQ(std::memcmp(origin.data(), want.data(), 4 * K), 0);
+}
+
+// A cache device that cannot flush must still be able to drain to the
+// origin and leave write-back (its dirty data is written there and synced).
+TEST(ModeSwitchTest, ACacheThatCannotFlushStillLeavesWriteBack) {
+  EngineRig rig;
+  EngineConfig c;
+  c.mode = CacheMode::kWriteBack;
+  c.background_cleaner = false;
+  ASSERT_TRUE(rig.Create(c).ok());
+  ASSERT_TRUE(WritePattern(rig.engine(), 0, 16 * K, 4).ok());
+  rig.cache().FailAlways(kFaultFlush);
+  Status switched = rig.engine().SetMode(CacheMode::kWriteThrough);
+  rig.cache().ClearFaults();
+  ASSERT_TRUE(switched.ok()) << switched.ToString();
+  EXPECT_EQ(rig.engine().stats().dirty_lines, 0u);
+  EXPECT_EQ(rig.engine().mode(), CacheMode::kWriteThrough);
 }
 
 class ConcurrencyTest : public ::testing::TestWithParam<uint32_t> {};

@@ -416,13 +416,8 @@ Status Engine::SetMode(CacheMode mode, const FlushProgress& progress) {
   CacheMode old = impl_->mode.load();
   if (old == CacheMode::kWriteBack && mode != CacheMode::kWriteBack) {
     // New writes stop making dirty data while the old dirty data is cleaned.
-    // A write-back write that saw the old mode holds its flush epoch until
-    // its record is put, and looks at the mode again once it holds it: a
-    // sync waits for every such write, so the dirty lines FlushAll then
-    // finds include theirs (ModeSwitchTest).
     impl_->mode.store(CacheMode::kWriteThrough);
-    Status s = impl_->SyncAll();
-    if (s.ok()) s = impl_->FlushAll(progress);
+    Status s = impl_->CleanForModeSwitch(progress);
     if (!s.ok()) {
       impl_->mode.store(CacheMode::kWriteBack);
       return s;

@@ -261,6 +261,25 @@ Status Engine::Impl::FlushAll(const FlushProgress& progress) {
   return SyncAll();  // writes the dirty-region map's cleared bits too
 }
 
+Status Engine::Impl::CleanForModeSwitch(const FlushProgress& progress) {
+  // A write-back write that saw the old mode holds its flush epoch until its
+  // record is put, and looks at the mode again once it holds it: beginning a
+  // flush epoch waits for every such write, so the dirty lines FlushAll then
+  // finds include theirs (ModeSwitchTest). No device is flushed here (a
+  // cache that cannot flush must still drain); a later sync completes the
+  // epoch, covering everything before it.
+  (void)slots.BeginFlush();
+  // A write over a block still dirty goes to the cache whatever the mode; one
+  // that lands while FlushAll has that line on its way to the origin leaves
+  // it dirty: those lines are flushed again.
+  constexpr int kPasses = 8;
+  for (int pass = 0; pass < kPasses; ++pass) {
+    CACHECORE_RETURN_IF_ERROR(FlushAll(progress));
+    if (stats.dirty_lines.load() == 0) return Status::Ok();
+  }
+  return Status::Busy("lines were written again while they were cleaned; still in write-back");
+}
+
 void Engine::Impl::CleanerLoop() {
   NameThisThread("cachectl-clean");
   MutexLock lock(cleaner_mu);

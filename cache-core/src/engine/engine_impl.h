@@ -323,6 +323,9 @@ struct Engine::Impl {
   // all of them, after an error) are appended to `busy` when given.
   Result<uint64_t> CleanLines(const std::vector<uint64_t>& lines, std::vector<uint64_t>* busy);
   Status FlushAll(const FlushProgress& progress);
+  // Leaving write-back (the mode already changed): waits for the write-back
+  // writes that saw the old mode, then flushes until no line is dirty.
+  Status CleanForModeSwitch(const FlushProgress& progress);
   void CleanerLoop();
   void StartCleaner();
   void StopCleaner();

@@ -189,19 +189,7 @@ bool Engine::Impl::PlanPromotion(AsyncMiss& m) {
 // Failures only cost the copies: the origin has the data.
 void Engine::Impl::PromotionLanded(AsyncMiss& m) {
   const uint64_t epoch = slots.FlushesStarted();
-  for (const AsyncIo& io : m.ios) {
-    if (!io.request.status.ok()) {
-      CountCacheError(stats.cache_write_err);
-      continue;
-    }
-    for (uint64_t off = 0; off < io.request.length; off += kBlockSize) {
-      const uint64_t at = io.request.offset + off - kDataOffset;  // a write may span adjacent slots
-      slots.MarkValidClean(static_cast<uint32_t>(at / line_size),
-                           static_cast<uint32_t>(at % line_size / kBlockSize),
-                           Crc32c(static_cast<const uint8_t*>(io.request.buffer) + off, kBlockSize),
-                           epoch);
-    }
-  }
+  for (const AsyncIo& io : m.ios) MarkPromoted(io.request, epoch);
   for (uint32_t slot : m.promoted) slots.ReleaseIfEmpty(slot, m.emptied);
   async->committer.Commit(&m);  // the records, then FinishMiss
 }

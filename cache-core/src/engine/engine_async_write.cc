@@ -13,7 +13,6 @@
 #include <algorithm>
 
 #include "cachecore/engine/steps.h"
-#include "cachecore/metadata/checksum.h"
 #include "base/thread_name.h"
 #include "engine/engine_async.h"
 
@@ -124,20 +123,10 @@ void Engine::Impl::WriteBackLanded(AsyncWrite& w) {
   }
   const uint8_t* data = w.in;
   for (size_t i = 0; i < w.segments.size(); ++i) {
-    MarkWrittenDirty(w, i, data);
+    MarkSegmentDirty(w.segments[i], w.slots[i], data, w.epoch);
     data += w.segments[i].end - w.segments[i].begin;
   }
   async->committer.Commit(&w);  // the records, then the answer
-}
-
-void Engine::Impl::MarkWrittenDirty(AsyncWrite& w, size_t i, const uint8_t* data) {
-  const Segment& seg = w.segments[i];
-  const uint32_t slot = w.slots[i];
-  for (uint32_t b = seg.first_block(); b < seg.end_block(); ++b) {
-    const bool overwritten = (slots.Flags(slot, b) & (kDirty | kOverwritten)) == (kDirty | kOverwritten);
-    const uint8_t* block = data + size_t{b - seg.first_block()} * kBlockSize;
-    slots.MarkDirty(slot, b, Crc32c(block, kBlockSize), overwritten, w.epoch);
-  }
 }
 
 // A write one of whose cache writes failed, on the continuation thread.
@@ -154,7 +143,7 @@ void Engine::Impl::FinishWriteBack(AsyncWrite& w) {
       if (result.ok()) result = std::move(failed);
       continue;
     }
-    MarkWrittenDirty(w, i, seg_data);
+    MarkSegmentDirty(seg, w.slots[i], seg_data, w.epoch);
     records.PutLine(w.slots[i], slots.BuildRecord(w.slots[i]));
   }
   if (!records.empty()) {

@@ -180,14 +180,7 @@ void Engine::Impl::PromoteBatch(const uint8_t* data, LineBatch& b) {
   if (b.ios.empty()) return;
   (void)dev.cache->SubmitAndWait(b.ios);  // each write's own status counts below
   const uint64_t epoch = slots.FlushesStarted();
-  for (const IoRequest& io : b.ios) {
-    if (!io.status.ok()) CountCacheError(stats.cache_write_err);
-    for (uint64_t off = 0; io.status.ok() && off < io.length; off += kBlockSize) {
-      const uint64_t at = io.offset + off - kDataOffset;  // a write may span adjacent slots
-      slots.MarkValidClean(static_cast<uint32_t>(at / line_size), static_cast<uint32_t>(at % line_size / kBlockSize),
-                     Crc32c(static_cast<const uint8_t*>(io.buffer) + off, kBlockSize), epoch);
-    }
-  }
+  for (const IoRequest& io : b.ios) MarkPromoted(io, epoch);
   RecordBatch records;
   for (size_t i = 0, first = 0; i < b.segments.size(); first += BlockCount(b.segments[i]), ++i) {
     if (b.slots[i] == kNoSlot || AllCached(b, first, i)) continue;
@@ -195,6 +188,24 @@ void Engine::Impl::PromoteBatch(const uint8_t* data, LineBatch& b) {
     slots.ReleaseIfEmpty(b.slots[i], records);
   }
   if (!records.empty()) (void)Commit(records, false);
+}
+
+void Engine::Impl::MarkPromoted(const IoRequest& io, uint64_t epoch) {
+  if (!io.status.ok()) return CountCacheError(stats.cache_write_err);
+  for (uint64_t off = 0; off < io.length; off += kBlockSize) {
+    const uint64_t at = io.offset + off - kDataOffset;  // a write may span adjacent slots
+    slots.MarkValidClean(static_cast<uint32_t>(at / line_size), static_cast<uint32_t>(at % line_size / kBlockSize),
+                         Crc32c(static_cast<const uint8_t*>(io.buffer) + off, kBlockSize), epoch);
+  }
+}
+
+void Engine::Impl::MarkSegmentDirty(const Segment& seg, uint32_t slot, const uint8_t* data,
+                                    uint64_t epoch) {
+  for (uint32_t b = seg.first_block(); b < seg.end_block(); ++b) {
+    const bool overwritten = (slots.Flags(slot, b) & (kDirty | kOverwritten)) == (kDirty | kOverwritten);
+    slots.MarkDirty(slot, b, Crc32c(data + size_t{b - seg.first_block()} * kBlockSize, kBlockSize),
+                    overwritten, epoch);
+  }
 }
 
 // AnnounceOverwrite's first step for the whole batch: one cache-side flush
@@ -274,11 +285,7 @@ bool Engine::Impl::WriteBackBatch(uint64_t offset, const uint8_t* in, uint64_t l
       keep_first_error(CacheWriteFailed(seg, slot, data, epoch));
       continue;
     }
-    for (uint32_t blk = seg.first_block(); blk < seg.end_block(); ++blk) {
-      bool overwritten = (slots.Flags(slot, blk) & (kDirty | kOverwritten)) == (kDirty | kOverwritten);
-      slots.MarkDirty(slot, blk, Crc32c(data + size_t{blk - seg.first_block()} * kBlockSize, kBlockSize),
-                overwritten, epoch);
-    }
+    MarkSegmentDirty(seg, slot, data, epoch);
     records.PutLine(slot, slots.BuildRecord(slot));
   }
   if (!records.empty()) {

@@ -155,7 +155,7 @@ struct Engine::Impl {
   bool WritableWithoutAnnouncing(const AsyncWrite& write) const;
   void PlanWrites(AsyncWrite& write);
   void WriteBackLanded(AsyncWrite& write);
-  void MarkWrittenDirty(AsyncWrite& write, size_t segment, const uint8_t* data);
+
   void FinishWriteBack(AsyncWrite& write);
   // Lets go of the write's epoch and stripes and gives it back to its
   // pool; returns its answer, which Send gives (for FUA, once a group
@@ -227,6 +227,12 @@ struct Engine::Impl {
   Status CacheWriteFailed(const Segment& seg, uint32_t slot, const uint8_t* data, uint64_t epoch);
   Status DiscardSegment(const Segment& seg);
   Status WriteBackSegment(const Segment& seg, std::optional<uint32_t> slot, uint8_t* window);
+  // A write-back write's blocks of `seg` landed in the slot from `data` in
+  // flush epoch `epoch`: marks them dirty (its stripe held).
+  void MarkSegmentDirty(const Segment& seg, uint32_t slot, const uint8_t* data, uint64_t epoch);
+  // A promotion's cache write landed (or failed: counted): marks its blocks
+  // valid and clean in flush epoch `epoch` (their stripes held).
+  void MarkPromoted(const IoRequest& write, uint64_t epoch);
   bool WriteBackWanted(uint32_t slot, uint32_t b0, uint32_t b1) const;
   Status ThroughSegment(const Segment& seg, std::optional<uint32_t> slot, uint8_t* window,
                         CacheMode mode, bool allocate);

@@ -204,26 +204,130 @@ TEST_F(EngineAsyncTest, AReadOfCachedAndMissingLinesIsOneRequestOnTheReactor) {
   EXPECT_EQ(rig_.engine().stats().read_hits - reopened.read_hits, 12u);
 }
 
-// Promotion into a full cache evicts, and eviction may clean a dirty
-// victim (it blocks): such a read runs on the workers.
-TEST(EngineAsyncMissTest, AMissThatWouldEvictRunsOnTheWorkers) {
-  EngineRig rig;
-  EngineConfig config;
-  config.line_size = 16 * 1024;
-  config.mode = CacheMode::kWriteThrough;
-  config.sequential_cutoff = 0;
-  config.background_cleaner = false;
-  ASSERT_TRUE(rig.Create(config).ok());
-  const uint64_t lines = rig.engine().capacity_lines();
-  AlignedBuffer line(16 * 1024);
-  for (uint64_t i = 0; i < lines; ++i) ASSERT_TRUE(rig.engine().Read(i * 16 * 1024, line.data(), 16 * 1024).ok());
-  ASSERT_EQ(rig.engine().stats().evictions, 0u);
+// Writes `requests` requests of `blocks` blocks each from block `first` on
+// a reactor, the last first.
+void WriteOnReactor(Engine& engine, uint64_t first, size_t requests, size_t blocks, uint32_t tag,
+                    bool fua, Completions& done) {
+  const uint64_t bytes = blocks * kBlock;
+  AlignedBuffer data(requests * bytes);
+  FillPattern(data.data(), first * kBlock, requests * bytes, tag);
+  OnReactor([&] {
+    for (size_t i = requests; i-- > 0;) {
+      engine.WriteAsync(first * kBlock + i * bytes, data.data() + i * bytes, bytes, fua, done.at(i));
+    }
+  }, done, requests);
+}
+
+// A cache whose every slot holds a line (a line = 4 blocks), as a full
+// cache does, in `mode`: clean lines by reads, dirty ones by writes.
+class FullCacheTest : public ::testing::Test {
+ protected:
+  static constexpr uint64_t kLine = 16 * 1024;
+  void Fill(CacheMode mode) {
+    config_.line_size = kLine;
+    config_.mode = mode;
+    config_.sequential_cutoff = 0;
+    config_.background_cleaner = false;
+    ASSERT_TRUE(rig_.Create(config_).ok());
+    lines_ = rig_.engine().capacity_lines();
+    AlignedBuffer line(kLine);
+    for (uint64_t i = 0; i < lines_; ++i) {
+      if (mode == CacheMode::kWriteBack) ASSERT_TRUE(WritePattern(rig_.engine(), i * kLine, kLine, 1).ok());
+      else ASSERT_TRUE(rig_.engine().Read(i * kLine, line.data(), kLine).ok());
+    }
+    ASSERT_EQ(rig_.engine().stats().occupancy_lines, lines_);
+    ASSERT_EQ(rig_.engine().stats().evictions, 0u);
+  }
+  EngineRig rig_;
+  EngineConfig config_;
+  uint64_t lines_ = 0;
+};
+
+// A miss into a full cache of clean lines evicts one on the reactor; the
+// victim's record is deleted in the same store write as its slot's new one.
+TEST_F(FullCacheTest, AMissEvictsACleanLineOnTheReactor) {
+  Fill(CacheMode::kWriteThrough);
+  const uint64_t missing = (lines_ + 5) * kLine;
+  AlignedBuffer data(kBlock);
+  FillPattern(data.data(), missing, kBlock, 3);
+  ASSERT_TRUE(rig_.raw_origin().Write(missing, data.data(), kBlock).ok());
   AlignedBuffer got(kBlock);
   Completions done(1);
-  OnReactor([&] { rig.engine().ReadAsync((lines + 5) * 16 * 1024, got.data(), kBlock, done.at(0)); }, done, 1);
+  OnReactor([&] { rig_.engine().ReadAsync(missing, got.data(), kBlock, done.at(0)); }, done, 1);
+  EXPECT_EQ(done.failed(), 0u) << done.last_error();
+  EXPECT_EQ(done.on_workers(), 0u);
+  EXPECT_EQ(std::memcmp(got.data(), data.data(), kBlock), 0);
+  EXPECT_EQ(rig_.engine().stats().evictions, 1u);
+  EXPECT_EQ(rig_.engine().stats().occupancy_lines, lines_);
+  EXPECT_TRUE(rig_.engine().CheckRecordsAgreeForTest().ok());
+  EXPECT_TRUE(rig_.engine().CheckCleanDataForTest([](uint64_t) { return false; }).ok());
+  // The promoted line is a hit; every line reads what the origin holds,
+  // also after losing what was not synced.
+  Completions again(1);
+  OnReactor([&] { rig_.engine().ReadAsync(missing, got.data(), kBlock, again.at(0)); }, again, 1);
+  EXPECT_EQ(rig_.engine().stats().read_hits, 1u);
+  ASSERT_TRUE(rig_.PowerCutAndReopen(config_, PowerCutMode::kDropUnsynced).ok());
+  EXPECT_TRUE(HasPattern(rig_.engine(), missing, kBlock, 3));
+  AlignedBuffer line(kLine), origin(kLine);
+  for (uint64_t i = 0; i < lines_; ++i) {
+    ASSERT_TRUE(rig_.engine().Read(i * kLine, line.data(), kLine).ok());
+    ASSERT_TRUE(rig_.raw_origin().Read(i * kLine, origin.data(), kLine).ok());
+    EXPECT_EQ(std::memcmp(line.data(), origin.data(), kLine), 0) << "line " << i;
+  }
+}
+
+// With every line dirty, a miss is served from the origin and not promoted:
+// it never waits for a victim to be cleaned.
+TEST_F(FullCacheTest, AMissIntoACacheFullOfDirtyLinesIsNotPromoted) {
+  Fill(CacheMode::kWriteBack);
+  const uint64_t dirty = rig_.engine().stats().dirty_lines;
+  const uint64_t missing = (lines_ + 5) * kLine;
+  AlignedBuffer got(kBlock);
+  Completions done(1);
+  OnReactor([&] { rig_.engine().ReadAsync(missing, got.data(), kBlock, done.at(0)); }, done, 1);
+  EXPECT_EQ(done.failed(), 0u) << done.last_error();
+  EXPECT_EQ(done.on_workers(), 0u);
+  StatsSnapshot after = rig_.engine().stats();
+  EXPECT_EQ(after.read_misses, 1u);
+  EXPECT_EQ(after.evictions, 0u);
+  EXPECT_EQ(after.dirty_lines, dirty);
+  EXPECT_EQ(after.cleaner_writes, 0u);
+  EXPECT_TRUE(rig_.engine().CheckRecordsAgreeForTest().ok());
+}
+
+// A write-back write to a line not cached takes a clean victim's slot on
+// the reactor, and is durable once synced.
+TEST_F(FullCacheTest, AWriteEvictsACleanLineOnTheReactor) {
+  Fill(CacheMode::kWriteThrough);
+  ASSERT_TRUE(rig_.engine().SetMode(CacheMode::kWriteBack).ok());
+  config_.mode = CacheMode::kWriteBack;
+  const uint64_t first = (lines_ + 5) * kLine / kBlock;
+  Completions done(1);
+  WriteOnReactor(rig_.engine(), first, 1, 2, 8, false, done);
+  EXPECT_EQ(done.failed(), 0u) << done.last_error();
+  EXPECT_EQ(done.on_workers(), 0u);
+  EXPECT_EQ(rig_.engine().stats().evictions, 1u);
+  EXPECT_EQ(rig_.engine().stats().dirty_lines, 1u);
+  EXPECT_TRUE(rig_.engine().CheckRecordsAgreeForTest().ok());
+  ASSERT_TRUE(rig_.engine().Sync().ok());
+  ASSERT_TRUE(rig_.PowerCutAndReopen(config_, PowerCutMode::kDropUnsynced).ok());
+  EXPECT_TRUE(HasPattern(rig_.engine(), first * kBlock, 2 * kBlock, 8));
+  EXPECT_TRUE(rig_.engine().CheckCleanDataForTest([](uint64_t) { return false; }).ok());
+}
+
+// A write over several lines not cached, with no free slot, would need a
+// victim for each: it runs on the workers (the reactor takes one victim per
+// request, so that a write it cannot place leaves nothing evicted).
+TEST_F(FullCacheTest, AWriteOverSeveralNewLinesIntoAFullCacheRunsOnTheWorkers) {
+  Fill(CacheMode::kWriteThrough);
+  ASSERT_TRUE(rig_.engine().SetMode(CacheMode::kWriteBack).ok());
+  const uint64_t first = (lines_ + 8) * kLine / kBlock;
+  Completions done(1);
+  WriteOnReactor(rig_.engine(), first, 1, 8, 9, false, done);
   EXPECT_EQ(done.failed(), 0u) << done.last_error();
   EXPECT_EQ(done.on_workers(), 1u);
-  EXPECT_EQ(rig.engine().stats().evictions, 1u);
+  EXPECT_TRUE(HasPattern(rig_.engine(), first * kBlock, 8 * kBlock, 9));
+  EXPECT_TRUE(rig_.engine().CheckRecordsAgreeForTest().ok());
 }
 
 // The promotion's cache write fails: the read is served all the same, the
@@ -306,20 +410,6 @@ TEST_F(EngineAsyncTest, AsyncWritesAndSyncSurviveAPowerCut) {
   for (size_t i = 0; i < kWrites; ++i) EXPECT_TRUE(HasPattern(rig_.engine(), i * kBlock, kBlock, 11));
 }
 
-// Writes `requests` requests of `blocks` blocks each from block `first` on
-// a reactor, the last first.
-void WriteOnReactor(Engine& engine, uint64_t first, size_t requests, size_t blocks, uint32_t tag,
-                    bool fua, Completions& done) {
-  const uint64_t bytes = blocks * kBlock;
-  AlignedBuffer data(requests * bytes);
-  FillPattern(data.data(), first * kBlock, requests * bytes, tag);
-  OnReactor([&] {
-    for (size_t i = requests; i-- > 0;) {
-      engine.WriteAsync(first * kBlock + i * bytes, data.data() + i * bytes, bytes, fua, done.at(i));
-    }
-  }, done, requests);
-}
-
 TEST_F(EngineAsyncTest, WriteBackWritesOverCachedLinesAreServedOnTheReactor) {
   // A line each (16 KiB): two writes in flight on one line would share
   // its stripe, and the second would go to the workers.
@@ -353,10 +443,33 @@ TEST_F(EngineAsyncTest, AMultiLineWriteIsOneRequestOnTheReactor) {
   EXPECT_TRUE(HasPattern(rig_.engine(), 62 * kBlock, 2 * kBlock, 1));
 }
 
+// Requests for a line another request holds wait on the reactor (parked on
+// its stripe, tried again once it is let go), not on a worker each: here
+// four writes to the blocks of one line and a read of it, all on one
+// reactor, the first write holding the line across its cache write.
+TEST_F(EngineAsyncTest, RequestsForABusyLineWaitOnTheReactorNotOnWorkers) {
+  ASSERT_TRUE(WritePattern(rig_.engine(), 0, 4 * kBlock, 1).ok());  // line 0, cached
+  AlignedBuffer data(4 * kBlock), got(4 * kBlock);
+  FillPattern(data.data(), 0, 4 * kBlock, 2);
+  Completions done(5);
+  OnReactor([&] {
+    for (size_t b = 0; b < 4; ++b) {
+      rig_.engine().WriteAsync(b * kBlock, data.data() + b * kBlock, kBlock, false, done.at(b));
+    }
+    rig_.engine().ReadAsync(0, got.data(), 4 * kBlock, done.at(4));
+  }, done, 5);
+  EXPECT_EQ(done.failed(), 0u) << done.last_error();
+  EXPECT_EQ(done.on_workers(), 0u);  // (writes are answered by the record committer)
+  // The read was tried after every write had taken the line in turn.
+  EXPECT_EQ(std::memcmp(got.data(), data.data(), 4 * kBlock), 0);
+  EXPECT_TRUE(HasPattern(rig_.engine(), 0, 4 * kBlock, 2));
+  EXPECT_TRUE(rig_.engine().CheckRecordsAgreeForTest().ok());
+}
+
 // Dirty data that a sync made durable is announced before it is rewritten
-// (a synced record: it blocks), so such a write runs on the workers; so
-// does a write to a line not cached (it allocates).
-TEST_F(EngineAsyncTest, WritesThatMustAnnounceOrAllocateRunOnTheWorkers) {
+// (a synced record: it blocks), so such a write runs on the workers; a
+// write to a line not cached takes a free slot on the reactor.
+TEST_F(EngineAsyncTest, WritesThatMustAnnounceRunOnTheWorkers) {
   ASSERT_TRUE(WritePattern(rig_.engine(), 0, 4 * kBlock, 1).ok());
   ASSERT_TRUE(rig_.engine().Sync().ok());
   Completions rewrite(1);
@@ -365,7 +478,7 @@ TEST_F(EngineAsyncTest, WritesThatMustAnnounceOrAllocateRunOnTheWorkers) {
   EXPECT_EQ(rewrite.on_workers(), 1u);
   Completions fresh(1);
   WriteOnReactor(rig_.engine(), 100, 1, 1, 3, false, fresh);
-  EXPECT_EQ(fresh.on_workers(), 1u);
+  EXPECT_EQ(fresh.on_workers(), 0u);
   // Once announced in this epoch, the block's next rewrite stays on the reactor.
   Completions again(1);
   WriteOnReactor(rig_.engine(), 0, 1, 1, 5, false, again);

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <thread>
+#include <vector>
 
 #include "../cache-core/src/base/stripe_lock.h"
 
@@ -89,6 +90,82 @@ TEST(StripeLockTest, CountsHoldManyThreadsAtOnce) {
   }
   for (auto& t : threads) t.join();
   EXPECT_EQ(counter, 80000);
+}
+
+// ---- parking: a request that may not sleep waits as a callback
+
+struct CountingWaiter final : StripeWaiter {
+  std::atomic<int> woken{0};
+  void Unparked() override { ++woken; }
+};
+
+TEST(StripeLockTest, AParkedWaiterIsCalledBackOnceWhenTheHolderLetsGo) {
+  StripeLock lock;
+  CountingWaiter a, b;
+  ASSERT_TRUE(lock.try_lock());
+  ASSERT_TRUE(lock.park(&a));
+  ASSERT_TRUE(lock.park(&b));
+  EXPECT_FALSE(lock.try_lock_shared());   // parked waiters keep new hits away
+  EXPECT_FALSE(lock.try_lock_unwanted());
+  EXPECT_EQ(a.woken + b.woken, 0);
+  lock.unlock();
+  EXPECT_EQ(a.woken.load(), 1);
+  EXPECT_EQ(b.woken.load(), 1);
+  // Called back once: the next release finds nobody parked.
+  ASSERT_TRUE(lock.try_lock_unwanted());
+  lock.unlock();
+  EXPECT_EQ(a.woken.load(), 1);
+}
+
+TEST(StripeLockTest, TheLastSharedHolderCallsBackTheParked) {
+  StripeLock lock;
+  CountingWaiter w;
+  ASSERT_TRUE(lock.try_lock_shared());
+  ASSERT_TRUE(lock.try_lock_shared());
+  ASSERT_TRUE(lock.park(&w));
+  lock.unlock_shared();
+  EXPECT_EQ(w.woken.load(), 0);
+  lock.unlock_shared();
+  EXPECT_EQ(w.woken.load(), 1);
+  EXPECT_TRUE(lock.try_lock_unwanted());  // the mark went with them
+  lock.unlock();
+}
+
+TEST(StripeLockTest, ParkingOnAFreeStripeIsRefused) {
+  StripeLock lock;
+  CountingWaiter w;
+  EXPECT_FALSE(lock.park(&w));
+  EXPECT_EQ(w.woken.load(), 0);
+}
+
+// Waiters parked on other stripes (sharing a bucket or not) stay parked.
+TEST(StripeLockTest, ALetGoCallsBackOnlyItsOwnWaiters) {
+  std::vector<StripeLock> locks(512);
+  std::vector<CountingWaiter> waiters(512);
+  for (size_t i = 0; i < locks.size(); ++i) {
+    ASSERT_TRUE(locks[i].try_lock());
+    ASSERT_TRUE(locks[i].park(&waiters[i]));
+  }
+  locks[7].unlock();
+  for (size_t i = 0; i < waiters.size(); ++i) EXPECT_EQ(waiters[i].woken.load(), i == 7 ? 1 : 0) << i;
+  for (size_t i = 0; i < locks.size(); ++i) {
+    if (i != 7) locks[i].unlock();
+  }
+  for (const CountingWaiter& w : waiters) EXPECT_EQ(w.woken.load(), 1);
+}
+
+// A waiter parks while the holder lets go on another thread: it is either
+// refused (the stripe is free: try again) or called back, never left parked.
+TEST(StripeLockTest, ParkingRacingARelease) {
+  for (int round = 0; round < 20000; ++round) {
+    StripeLock lock;
+    CountingWaiter w;
+    ASSERT_TRUE(lock.try_lock());
+    std::thread holder([&] { lock.unlock(); });
+    const bool parked = lock.park(&w);
+    holder.join();
+    ASSERT_EQ(w.woken.load(), parked ? 1 : 0) << "round " << round;
+  }
 }
 
 }  // namespace

@@ -6,13 +6,33 @@
 // be released by another thread than the one that took it, and a try by its
 // holder simply fails (std::mutex leaves both undefined). A futex on 32
 // bits: uncontended, each step is one atomic operation; a waiter sleeps in
-// the kernel. Not a public header.
+// the kernel. A caller that must not sleep (a reactor's request) may park
+// instead: it is called back when the holder lets go, and tries again.
+// Not a public header.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 
 namespace cachecore {
+
+class StripeLock;
+
+// A request parked on a busy stripe (StripeLock::park). Unparked() runs on
+// the thread that lets the stripe go, with no lock held: it must not block
+// and should only hand the request back to where it runs.
+class StripeWaiter {
+ public:
+  virtual void Unparked() = 0;
+
+ protected:
+  ~StripeWaiter() = default;
+
+ private:
+  friend class StripeLock;
+  StripeWaiter* next_parked_ = nullptr;
+  const StripeLock* parked_on_ = nullptr;
+};
 
 class StripeLock {
  public:
@@ -27,17 +47,17 @@ class StripeLock {
   // on the workers, whose exclusive lock clears it).
   bool try_lock() {
     uint32_t s = state_.load(std::memory_order_relaxed);
-    if ((s & ~kWaiting) == 0 &&
+    if ((s & ~(kWaiting | kParked)) == 0 &&
         state_.compare_exchange_strong(s, s | kWriter, std::memory_order_acquire)) {
       return true;
     }
     if ((s & kReaders) != 0 && !(s & kWriter)) state_.fetch_or(kWaiting, std::memory_order_relaxed);
     return false;
   }
-  // Exclusive only when nobody holds the stripe or waits for it: a reactor
-  // that takes stripes over and over would otherwise keep a thread asleep
-  // in lock() out for good (try_lock gets in ahead of sleepers). Marks
-  // nothing on failure.
+  // Exclusive only when nobody holds the stripe or waits for it (asleep or
+  // parked): a reactor that takes stripes over and over would otherwise
+  // keep a thread asleep in lock() out for good (try_lock gets in ahead of
+  // sleepers). Marks nothing on failure.
   bool try_lock_unwanted() {
     uint32_t s = 0;
     return state_.compare_exchange_strong(s, kWriter, std::memory_order_acquire);
@@ -45,8 +65,8 @@ class StripeLock {
   void lock() {
     uint32_t s = state_.load(std::memory_order_relaxed);
     while (true) {
-      if ((s & ~kWaiting) == 0) {
-        // Keeps the waiting mark: others may sleep still, the unlock wakes them.
+      if ((s & ~(kWaiting | kParked)) == 0) {
+        // Keeps the marks: others may sleep or be parked still, the unlock wakes them.
         if (state_.compare_exchange_weak(s, s | kWriter, std::memory_order_acquire)) return;
       } else if (!(s & kWaiting)) {
         // Marks that someone sleeps, so the holder's release wakes it (and
@@ -59,24 +79,40 @@ class StripeLock {
     }
   }
   void unlock() {
-    if (state_.exchange(0, std::memory_order_release) & kWaiting) state_.notify_all();
+    const uint32_t old = state_.exchange(0, std::memory_order_release);
+    if (old & kWaiting) state_.notify_all();
+    if (old & kParked) UnparkAll();
   }
 
-  // Shared: fails when a writer holds the stripe or waits for it.
+  // Shared: fails when a writer holds the stripe or waits for it (asleep
+  // or parked).
   bool try_lock_shared() {
     uint32_t s = state_.load(std::memory_order_relaxed);
-    while ((s & (kWriter | kWaiting)) == 0) {
+    while ((s & (kWriter | kWaiting | kParked)) == 0) {
       if (state_.compare_exchange_weak(s, s + 1, std::memory_order_acquire)) return true;
     }
     return false;
   }
   void unlock_shared() {
-    uint32_t old = state_.fetch_sub(1, std::memory_order_release);
-    if ((old & kReaders) == 1 && (old & kWaiting)) state_.notify_all();
+    const uint32_t old = state_.fetch_sub(1, std::memory_order_release);
+    if ((old & kReaders) != 1) return;
+    if (old & kParked) {
+      state_.fetch_and(~kParked, std::memory_order_relaxed);
+      UnparkAll();
+    }
+    if (old & kWaiting) state_.notify_all();
   }
 
+  // While the stripe is held, parks `waiter` until the holder lets go
+  // (then waiter->Unparked() runs) and returns true. False, with nothing
+  // parked, when nobody holds it by now: try again, or wait in lock().
+  bool park(StripeWaiter* waiter);
+
  private:
-  static constexpr uint32_t kWriter = 1u << 31, kWaiting = 1u << 30, kReaders = kWaiting - 1;
+  static constexpr uint32_t kWriter = 1u << 31, kWaiting = 1u << 30, kParked = 1u << 29,
+                            kReaders = kParked - 1;
+  // Calls back every waiter parked on this stripe.
+  void UnparkAll();
   std::atomic<uint32_t> state_{0};
 };
 

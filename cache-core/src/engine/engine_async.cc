@@ -98,6 +98,11 @@ AsyncState& Engine::Impl::Async() {
 
 AsyncWorkers& Engine::Impl::Workers() { return Async().workers; }
 
+void Engine::Impl::QueueMetadataSyncIf(bool due) {
+  // Bounds the unsynced evictions, off the reactor, one job at a time.
+  if (due && !Async().metadata_sync_queued.exchange(true)) Workers().Run({AsyncJob::kSyncMetadata});
+}
+
 void Engine::Impl::AsyncDeleter::operator()(AsyncState* state) const { delete state; }
 
 // ---- stripes held across a reactor's I/O
@@ -112,13 +117,14 @@ void Engine::Impl::SplitIntoSegments(uint64_t offset, uint64_t length,
 }
 
 bool Engine::Impl::TryHoldStripes(std::span<const Segment> segments, std::vector<size_t>& held,
-                                  bool exclusive) {
+                                  bool exclusive, size_t& busy) {
   held.clear();
   for (const Segment& seg : segments) held.push_back(StripeIndex(seg.line));
   std::sort(held.begin(), held.end());
   held.erase(std::unique(held.begin(), held.end()), held.end());
   for (size_t i = 0; i < held.size(); ++i) {
     if (exclusive ? stripes[held[i]].try_lock_unwanted() : stripes[held[i]].try_lock_shared()) continue;
+    busy = held[i];
     ReleaseStripes({held.data(), i}, exclusive);
     return false;
   }
@@ -173,7 +179,7 @@ void Engine::Impl::PlanHitReads(AsyncHit& hit) {
 }
 
 bool Engine::Impl::TryReadHitAsync(uint64_t offset, uint8_t* out, uint64_t length, bool bypass,
-                                   EngineCompletion* done) {
+                                   EngineCompletion* done, size_t& busy) {
   if (offset % kBlockSize || length % kBlockSize || length > kMaxOnReactor ||
       reinterpret_cast<uintptr_t>(out) % kSectorSize) {
     return false;
@@ -186,7 +192,7 @@ bool Engine::Impl::TryReadHitAsync(uint64_t offset, uint8_t* out, uint64_t lengt
   hit->bypass = bypass;
   hit->done = done;
   SplitIntoSegments(offset, length, hit->segments);
-  if (!TryHoldStripes(hit->segments, hit->stripes, /*exclusive=*/false)) {
+  if (!TryHoldStripes(hit->segments, hit->stripes, /*exclusive=*/false, busy)) {
     async->hits.Give(std::move(hit));
     return false;
   }
@@ -239,18 +245,41 @@ void Engine::Impl::FinishReadHit(AsyncHit& hit) {
   Answer(done, Status::Ok());
 }
 
+// ---- parked on a busy stripe
+
+bool Engine::Impl::TryOnReactor(const AsyncJob& j, size_t& busy) {
+  if (j.kind == AsyncJob::kWrite) return TryWriteBackAsync(j.offset, j.buffer, j.length, j.fua, j.bypass, j.done, busy);
+  if (TryReadHitAsync(j.offset, j.buffer, j.length, j.bypass, j.done, busy)) return true;
+  // A stripe busy for a hit is busy for a miss too.
+  return busy == kNoStripe && TryReadMissAsync(j.offset, j.buffer, j.length, j.bypass, j.done, busy);
+}
+
+void Engine::Impl::RunOnReactor(AsyncJob job, ParkedRequest* parked) {
+  size_t busy = kNoStripe;
+  const bool served = TryOnReactor(job, busy);
+  if (!served && busy != kNoStripe) {
+    if (parked == nullptr) parked = async->parked.Take().release();
+    parked->im = this;
+    parked->reactor = Reactor::Current();
+    parked->job = job;
+    // Woken on the reactor once the holder lets go; tried from the start.
+    if (stripes[busy].park(parked)) return;
+  }
+  if (parked != nullptr) async->parked.Give(std::unique_ptr<ParkedRequest>(parked));
+  // Not for a reactor (or the stripe was let go just now, with a thread
+  // about to take it): the workers wait where a reactor may not.
+  if (!served) Workers().Run(job);
+}
+
 // ---- the entry points
 
 void Engine::ReadAsync(uint64_t offset, void* buffer, uint64_t length, EngineCompletion* done) {
   if (Status s = CheckRange(*impl_, offset, length); !s.ok()) return done->Done(s);
   impl_->stats.Taken();
   const bool bypass = impl_->BypassAndHeat(offset, length);
-  auto* out = static_cast<uint8_t*>(buffer);
-  if (Reactor::Current() != nullptr && (impl_->TryReadHitAsync(offset, out, length, bypass, done) ||
-                                         impl_->TryReadMissAsync(offset, out, length, bypass, done))) {
-    return;
-  }
-  impl_->Workers().Run({AsyncJob::kRead, offset, length, out, false, bypass, done});
+  const AsyncJob job{AsyncJob::kRead, offset, length, static_cast<uint8_t*>(buffer), false, bypass, done};
+  if (Reactor::Current() != nullptr) return impl_->RunOnReactor(job, nullptr);
+  impl_->Workers().Run(job);
 }
 
 void Engine::WriteAsync(uint64_t offset, const void* buffer, uint64_t length, bool fua,
@@ -259,14 +288,11 @@ void Engine::WriteAsync(uint64_t offset, const void* buffer, uint64_t length, bo
   if (Status s = RefuseIfMetadataFailed(*impl_); !s.ok()) return done->Done(s);
   impl_->stats.Taken();
   const bool bypass = impl_->BypassAndHeat(offset, length);
-  const auto* data = static_cast<const uint8_t*>(buffer);
-  if (Reactor::Current() != nullptr &&
-      impl_->TryWriteBackAsync(offset, data, length, fua, bypass, done)) {
-    return;
-  }
-  // The workers only read from it: the cast fits the job's one buffer field.
-  auto* in = const_cast<uint8_t*>(data);
-  impl_->Workers().Run({AsyncJob::kWrite, offset, length, in, fua, bypass, done});
+  // Only read from: the cast fits the job's one buffer field.
+  auto* in = const_cast<uint8_t*>(static_cast<const uint8_t*>(buffer));
+  const AsyncJob job{AsyncJob::kWrite, offset, length, in, fua, bypass, done};
+  if (Reactor::Current() != nullptr) return impl_->RunOnReactor(job, nullptr);
+  impl_->Workers().Run(job);
 }
 
 void Engine::Impl::StopAsync() {

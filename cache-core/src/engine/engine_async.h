@@ -26,6 +26,8 @@ namespace cachecore {
 // stripes across its I/O); the workers batch it.
 constexpr uint64_t kMaxOnReactor = 1 << 20;
 
+constexpr size_t kNoStripe = SIZE_MAX;
+
 struct AsyncJob {
   enum Kind {
     kRead, kWrite, kDiscard,  // a request, by the synchronous paths
@@ -89,6 +91,31 @@ class RequestPool {
   std::vector<std::unique_ptr<T>> spare_ GUARDED_BY(mu_);
 };
 
+// A reactor's read or write that found a stripe busy: parked on it until
+// its holder lets go, then posted back to its reactor and tried again from
+// the start (Engine::Impl::RunOnReactor), never a thread asleep per request.
+struct ParkedRequest final : StripeWaiter, ReactorTask {
+  Engine::Impl* im = nullptr;
+  Reactor* reactor = nullptr;
+  AsyncJob job{AsyncJob::kRead};
+  void Unparked() override { reactor->Post(this); }
+  void Run() override { im->RunOnReactor(job, this); }
+};
+
+// The victims a reactor request evicted for its lines (TakeSlotOnReactor):
+// the deletes of their records go into the store ahead of the records of
+// their slots' new lines (in the same batch); then EndEvictions lists the
+// evictions and lets go of the stripes claimed for them.
+struct ReactorEvictions {
+  std::vector<uint64_t> lines;   // the victims' lines
+  std::vector<uint32_t> slots;   // their slots, now the request's
+  std::vector<size_t> stripes;   // claimed for them, beyond the request's own
+  bool empty() const { return lines.empty() && stripes.empty(); }
+  void AddDeletes(MetadataStore::Batch& batch) const {
+    for (uint32_t slot : slots) batch.DeleteLine(slot);
+  }
+};
+
 // One read served on a reactor, from the moment its stripes are held until
 // they are let go.
 struct AsyncHit final : IoCompletion {
@@ -136,6 +163,10 @@ struct AsyncWrite final : IoCompletion, ReactorTask, CommitJob {
   std::vector<size_t> stripes;   // held exclusively, sorted
   std::vector<AsyncIo> ios;      // the cache writes, adjacent segments in one
   std::vector<uint32_t> io_of;   // per segment: its write in `ios`
+  ReactorEvictions evictions;    // victims of its lines' placement
+  std::vector<size_t> to_place;  // AllLinesPlaced's: segments not cached
+  std::vector<uint64_t> placed_lines;
+  std::vector<uint32_t> placed_slots;
   size_t pending = 0;
 
   void IoDone(AsyncIo&) override {
@@ -144,6 +175,7 @@ struct AsyncWrite final : IoCompletion, ReactorTask, CommitJob {
   // On a worker, after a cache write failed: the rest blocks.
   void Run() override { im->FinishWriteBack(*this); }
   void AddRecords(MetadataStore::Batch& batch) override {
+    evictions.AddDeletes(batch);  // ahead of their slots' new records
     for (uint32_t slot : slots) batch.PutLine(slot, im->slots.BuildRecord(slot));
   }
   Engine::Impl::PendingAnswer Committed(const Status& put) override {
@@ -169,6 +201,7 @@ struct AsyncMiss final : IoCompletion, CommitJob {
   std::vector<AsyncIo> ios;        // the reads, then the promotion's writes
   std::vector<uint8_t> on_origin;  // per read: from the origin
   std::vector<uint32_t> promoted;  // slots the promotion wrote into
+  ReactorEvictions evictions;      // victims of the promotion
   RecordBatch emptied;             // slots a failed promotion left empty
   size_t pending = 0;
 
@@ -176,6 +209,7 @@ struct AsyncMiss final : IoCompletion, CommitJob {
     if (--pending == 0) im->MissLanded(*this);
   }
   void AddRecords(MetadataStore::Batch& batch) override {
+    evictions.AddDeletes(batch);  // ahead of their slots' new records
     for (uint32_t slot : promoted) {
       if (im->slots.ValidBlocks(slot) > 0) batch.PutLine(slot, im->slots.BuildRecord(slot));
     }
@@ -230,6 +264,7 @@ struct AsyncState {
   RequestPool<AsyncWrite> writes;
   RequestPool<AsyncMiss> misses;
   RequestPool<Engine::Impl::SyncWaiter> sync_waiters;
+  RequestPool<ParkedRequest> parked;
   std::atomic<bool> metadata_sync_queued{false};  // one kSyncMetadata job at a time
   AsyncWorkers workers;
   RecordCommitter committer;

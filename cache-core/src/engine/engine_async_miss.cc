@@ -1,17 +1,18 @@
 // Reads that miss, on the reactor. A read of whole blocks in memory fit for
 // direct I/O, whose origin's requests do not wait on a reactor (io_uring,
-// NBD, memory), is served on the reactor that took it when its promotion
-// needs no eviction (its lines are cached, or enough slots are free): its
+// NBD, memory), is served on the reactor that took it: its
 // stripes tried exclusively; its cached runs read from the cache and its
 // missing runs from the origin, all in flight at once; once they land the
 // cached blocks proven by their checksums, the counts, and the missing
 // blocks written into the cache from the caller's buffer; once those land,
-// the blocks marked valid and clean, and the records put by the committer,
-// which lets the stripes go and answers. The same steps as ReadBatch and
-// PromoteBatch on a worker. A read that cannot be proven (a failed read, a
-// checksum that fails) counts nothing and goes to the workers whole, whose
-// synchronous path repairs or reports; so does any read whose promotion
-// would evict (eviction may clean a dirty victim, which blocks).
+// the blocks marked valid and clean, and the records put by the committer
+// (a victim's delete ahead of its slot's new record), which lets the
+// stripes go and answers. The same steps as ReadBatch and PromoteBatch on a
+// worker, except that a line finding neither a free slot nor a clean
+// victim is not promoted (a worker would clean a dirty victim inline). A
+// read that cannot be proven (a failed read, a checksum that fails) counts
+// nothing and goes to the workers whole, whose synchronous path repairs or
+// reports.
 #include <algorithm>
 
 #include "cachecore/metadata/checksum.h"
@@ -42,7 +43,7 @@ void AppendBlock(std::vector<AsyncIo>& ios, long& last, IoOp op, uint64_t offset
 }  // namespace
 
 bool Engine::Impl::TryReadMissAsync(uint64_t offset, uint8_t* out, uint64_t length, bool bypass,
-                                    EngineCompletion* done) {
+                                    EngineCompletion* done, size_t& busy) {
   if (offset % kBlockSize || length % kBlockSize || length > kMaxOnReactor ||
       reinterpret_cast<uintptr_t>(out) % kSectorSize || !dev.origin->submits_without_waiting()) {
     return false;
@@ -50,29 +51,19 @@ bool Engine::Impl::TryReadMissAsync(uint64_t offset, uint8_t* out, uint64_t leng
   AsyncState& state = Async();
   std::unique_ptr<AsyncMiss> m = state.misses.Take();
   SplitIntoSegments(offset, length, m->segments);
-  if (!TryHoldStripes(m->segments, m->stripes, /*exclusive=*/true)) {
+  if (!TryHoldStripes(m->segments, m->stripes, /*exclusive=*/true, busy)) {
     state.misses.Give(std::move(m));
     return false;
   }
   m->slots.clear();
   slots.FindEach(m->segments.size(), [&m](size_t i) { return m->segments[i].line; }, m->slots);
   m->cached.clear();
-  size_t lines_to_place = 0;
   for (size_t i = 0; i < m->segments.size(); ++i) {
-    bool missing = false;
     for (uint32_t b = m->segments[i].first_block(); b < m->segments[i].end_block(); ++b) {
-      const bool valid = m->slots[i] != kNoSlot && (slots.Flags(m->slots[i], b) & kValid);
-      m->cached.push_back(valid);
-      missing = missing || !valid;
+      m->cached.push_back(m->slots[i] != kNoSlot && (slots.Flags(m->slots[i], b) & kValid));
     }
-    if (missing && m->slots[i] == kNoSlot) ++lines_to_place;
   }
   m->promote = !bypass && EffectiveMode() != CacheMode::kPassThrough && !dev.metadata->failed();
-  if (m->promote && lines_to_place > slots.FreeSlots()) {
-    ReleaseStripes(m->stripes, true);  // the workers evict
-    state.misses.Give(std::move(m));
-    return false;
-  }
   m->im = this;
   m->offset = offset;
   m->length = length;
@@ -156,8 +147,9 @@ void Engine::Impl::MissLanded(AsyncMiss& m) {
 }
 
 // The missing blocks' cache writes, from the caller's buffer, into the
-// lines' slots (a free one for a line that has none, if admitted). False
-// when there is nothing to write.
+// lines' slots (for a line that has none, if admitted, a free one or a
+// clean victim's; with neither at hand the line is not promoted: a miss
+// never waits for cleaning). False when there is nothing to write.
 bool Engine::Impl::PlanPromotion(AsyncMiss& m) {
   m.ios.clear();
   long last = -1;
@@ -168,12 +160,9 @@ bool Engine::Impl::PlanPromotion(AsyncMiss& m) {
     block += seg.end_block() - seg.first_block();
     if (std::all_of(m.cached.begin() + first, m.cached.begin() + block, [](uint8_t c) { return c; })) continue;
     if (m.slots[i] == kNoSlot) {
-      bool sync_due = false;
       std::optional<uint32_t> slot;
-      if (admission.AdmitOnMiss(seg.line)) slot = slots.TakeFreeSlot(seg.line, sync_due);
-      // Bounds the unsynced evictions, off the reactor.
-      if (sync_due && !async->metadata_sync_queued.exchange(true)) Workers().Run({AsyncJob::kSyncMetadata});
-      if (!slot) continue;  // taken meanwhile: this read does not promote it
+      if (admission.AdmitOnMiss(seg.line)) slot = TakeSlotOnReactor(seg.line, m.stripes, m.segments, m.evictions);
+      if (!slot) continue;  // no free slot nor clean victim at hand: not promoted
       m.slots[i] = *slot;
     }
     m.promoted.push_back(m.slots[i]);
@@ -196,6 +185,7 @@ void Engine::Impl::PromotionLanded(AsyncMiss& m) {
 
 Engine::Impl::PendingAnswer Engine::Impl::FinishMiss(AsyncMiss& m) {
   if (!m.emptied.emptied.empty()) slots.FreeEmptied(m.emptied);  // their deletes are in the store now
+  EndEvictions(m.evictions);
   ReleaseStripes(m.stripes, true);
   CountReads(m.tally);
   PendingAnswer answer{m.done, Status::Ok(), false};

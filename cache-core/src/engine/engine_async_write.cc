@@ -1,15 +1,16 @@
 // Write-back writes on the reactor. A write of whole blocks in memory fit
-// for direct I/O, over lines that are all cached, whose blocks need no
-// announcement in its flush epoch (none is dirty data a sync may already
-// promise), is served on the reactor that took it: its stripes tried
+// for direct I/O, whose blocks need no announcement in its flush epoch
+// (none is dirty data a sync may already promise) and whose lines are
+// cached or can be placed without waiting (free slots, or one clean
+// victim), is served on the reactor that took it: its stripes tried
 // exclusively, its epoch entered, its cache writes on the reactor's ring
 // (adjacent lines in one), and once they land its blocks marked dirty and
-// its records put, as WriteBackBatch does on a worker. The same order
-// holds: data, then record, then the answer. Anything that would block
-// leaves the request to the workers before anything is decided (a busy
-// stripe, a line to allocate, an announcement to sync) or, after, its rest
-// (a failed cache write goes to the origin there; a FUA write's group
-// commit runs there).
+// its records put (a victim's delete ahead of them), as WriteBackBatch
+// does on a worker. The same order holds: data, then record, then the
+// answer. Anything that would block leaves the request to the workers
+// before anything is decided (a busy stripe, a line that cannot be placed,
+// an announcement to sync) or, after, its rest (a failed cache write goes
+// to the origin there; a FUA write's group commit runs there).
 #include <algorithm>
 
 #include "cachecore/engine/steps.h"
@@ -24,11 +25,45 @@ namespace cachecore {
 bool Engine::Impl::WritableWithoutAnnouncing(const AsyncWrite& w) const {
   for (size_t i = 0; i < w.segments.size(); ++i) {
     const Segment& seg = w.segments[i];
+    if (w.slots[i] == SlotTable::kNoSlot) continue;  // nothing of it is cached
     for (uint32_t b = seg.first_block(); b < seg.end_block(); ++b) {
       const uint8_t f = slots.Flags(w.slots[i], b);
       if ((f & kValid) && (f & kDirty) && slots.MaybeStable(w.slots[i], b, w.epoch)) return false;
     }
   }
+  return true;
+}
+
+// A slot for every line not cached (when every miss is admitted): free
+// slots for all of them, or for a single one a clean victim's. All or nothing, so that a
+// write that goes to the workers leaves no slot taken; the policy hears of
+// hits on the lines that were cached. False when a line cannot be placed
+// without waiting (the workers then allocate, cleaning a dirty victim).
+bool Engine::Impl::AllLinesPlaced(AsyncWrite& w) {
+  w.to_place.clear();
+  for (size_t i = 0; i < w.segments.size(); ++i) {
+    if (w.slots[i] != SlotTable::kNoSlot) continue;
+    // With a miss filter a miss is recorded once, by the worker that then
+    // allocates or writes around.
+    if (!admission.AdmitsEveryMiss()) return false;
+    w.to_place.push_back(i);
+  }
+  slots.NoteHits(w.slots);  // kNoSlot entries are skipped
+  if (w.to_place.empty()) return true;
+  w.placed_lines.clear();
+  for (size_t i : w.to_place) w.placed_lines.push_back(w.segments[i].line);
+  w.placed_slots.clear();
+  bool sync_due = false;
+  if (slots.TakeFreeSlots(w.placed_lines, w.placed_slots, sync_due)) {
+    QueueMetadataSyncIf(sync_due);
+  } else if (w.to_place.size() == 1) {
+    std::optional<uint32_t> slot = TakeSlotOnReactor(w.placed_lines[0], w.stripes, w.segments, w.evictions);
+    if (!slot) return false;
+    w.placed_slots.push_back(*slot);
+  } else {
+    return false;
+  }
+  for (size_t k = 0; k < w.to_place.size(); ++k) w.slots[w.to_place[k]] = w.placed_slots[k];
   return true;
 }
 
@@ -61,7 +96,7 @@ void Engine::Impl::PlanWrites(AsyncWrite& w) {
 }
 
 bool Engine::Impl::TryWriteBackAsync(uint64_t offset, const uint8_t* in, uint64_t length, bool fua,
-                                     bool bypass, EngineCompletion* done) {
+                                     bool bypass, EngineCompletion* done, size_t& busy) {
   if (bypass || EffectiveMode() != CacheMode::kWriteBack || dev.metadata->failed() ||
       offset % kBlockSize || length % kBlockSize || length > kMaxOnReactor ||
       reinterpret_cast<uintptr_t>(in) % kSectorSize) {
@@ -70,19 +105,18 @@ bool Engine::Impl::TryWriteBackAsync(uint64_t offset, const uint8_t* in, uint64_
   AsyncState& state = Async();
   std::unique_ptr<AsyncWrite> w = state.writes.Take();
   SplitIntoSegments(offset, length, w->segments);
-  if (!TryHoldStripes(w->segments, w->stripes, /*exclusive=*/true)) {
+  if (!TryHoldStripes(w->segments, w->stripes, /*exclusive=*/true, busy)) {
     state.writes.Give(std::move(w));
     return false;
   }
   w->slots.clear();
   slots.FindEach(w->segments.size(), [&w](size_t i) { return w->segments[i].line; }, w->slots);
-  const bool all_cached =
-      std::find(w->slots.begin(), w->slots.end(), SlotTable::kNoSlot) == w->slots.end();
   // Held from the decision to the records (see WriteBackSegment).
-  w->epoch = all_cached ? slots.EnterWrite() : 0;
+  w->epoch = slots.EnterWrite();
   // The mode again once the epoch is held (see WriteBackWanted).
-  if (!all_cached || EffectiveMode() != CacheMode::kWriteBack || !WritableWithoutAnnouncing(*w)) {
-    if (all_cached) slots.LeaveWrite(w->epoch);
+  if (EffectiveMode() != CacheMode::kWriteBack || !WritableWithoutAnnouncing(*w) ||
+      !AllLinesPlaced(*w)) {
+    slots.LeaveWrite(w->epoch);
     ReleaseStripes(w->stripes, true);
     state.writes.Give(std::move(w));
     return false;
@@ -101,7 +135,6 @@ bool Engine::Impl::TryWriteBackAsync(uint64_t offset, const uint8_t* in, uint64_
       else ++w->tally.misses;
     }
   }
-  slots.NoteHits(w->slots);
   PlanWrites(*w);
   ReachedStep("write-back-1-decided");  // a test point
   // One count more than the writes, dropped after the last is submitted: a
@@ -131,6 +164,14 @@ void Engine::Impl::WriteBackLanded(AsyncWrite& w) {
 
 // A write one of whose cache writes failed, on the continuation thread.
 void Engine::Impl::FinishWriteBack(AsyncWrite& w) {
+  if (!w.evictions.empty()) {
+    // The victims' deletes first: a slot this write leaves empty is freed
+    // below, and a late delete would remove its next line's record.
+    MetadataStore::Batch deletes;
+    w.evictions.AddDeletes(deletes);
+    (void)ApplyRecords(deletes, false);  // counted; the slots are this write's either way
+    EndEvictions(w.evictions);
+  }
   Status result = Status::Ok();
   MetadataStore::Batch records;
   const uint8_t* data = w.in;
@@ -155,6 +196,7 @@ void Engine::Impl::FinishWriteBack(AsyncWrite& w) {
 
 Engine::Impl::PendingAnswer Engine::Impl::ReleaseWrite(AsyncWrite& w, Status result) {
   slots.LeaveWrite(w.epoch);
+  EndEvictions(w.evictions);
   ReleaseStripes(w.stripes, true);
   CountWrites(w.tally);
   PendingAnswer answer{w.done, std::move(result), w.fua};

@@ -54,6 +54,9 @@ struct AsyncState;   // engine_async.h
 struct AsyncHit;     // engine_async.h
 struct AsyncWrite;   // engine_async.h
 struct AsyncMiss;    // engine_async.h
+struct ReactorEvictions;  // engine_async.h
+struct ParkedRequest;     // engine_async.h
+struct AsyncJob;          // engine_async.h
 
 // A synchronous client request, counted in flight while it lives.
 class RequestInFlight {
@@ -128,14 +131,15 @@ struct Engine::Impl {
   void SplitIntoSegments(uint64_t offset, uint64_t length, std::vector<Segment>& segments) const;
   // Takes the stripes of `segments` without waiting, listing them in `held`
   // (sorted): shared (hits on one line run side by side) or exclusive (a
-  // request that changes its lines). False, holding none, when one is busy.
+  // request that changes its lines). False, holding none, when one is
+  // busy: `busy` says which.
   bool TryHoldStripes(std::span<const Segment> segments, std::vector<size_t>& held,
-                      bool exclusive);
+                      bool exclusive, size_t& busy);
   void ReleaseStripes(std::span<const size_t> held, bool exclusive);
   // A read that hits in full, served on the calling reactor (engine_async.cc).
   // False, with nothing done, when it does not apply.
   bool TryReadHitAsync(uint64_t offset, uint8_t* out, uint64_t length, bool bypass,
-                       EngineCompletion* done);
+                       EngineCompletion* done, size_t& busy);
   // Its steps: the lines' stripes, shared; whether every block is cached;
   // the cache reads; once they land, the checksums, the stripes let go, and
   // the completion (or the workers, when a block is not proven).
@@ -143,16 +147,17 @@ struct Engine::Impl {
   void PlanHitReads(AsyncHit& hit);
   bool HitBlocksProven(const AsyncHit& hit);
   void FinishReadHit(AsyncHit& hit);
-  // A write-back write of whole blocks over cached lines, served on the
+  // A write-back write of whole blocks, served on the
   // calling reactor (engine_async_write.cc) when nothing in it would block.
   // False, with nothing done or counted, when it does not apply.
   bool TryWriteBackAsync(uint64_t offset, const uint8_t* in, uint64_t length, bool fua,
-                         bool bypass, EngineCompletion* done);
+                         bool bypass, EngineCompletion* done, size_t& busy);
   // Its steps: whether each line may be written without an announcement;
   // the cache writes; once they land, the records (on a worker when a write
   // failed), the epoch and stripes let go, and the answer (after a group
   // commit on a worker for FUA).
   bool WritableWithoutAnnouncing(const AsyncWrite& write) const;
+  bool AllLinesPlaced(AsyncWrite& write);
   void PlanWrites(AsyncWrite& write);
   void WriteBackLanded(AsyncWrite& write);
 
@@ -173,7 +178,13 @@ struct Engine::Impl {
   // and its promotion needs no eviction. False, with nothing done or
   // counted, when it does not apply.
   bool TryReadMissAsync(uint64_t offset, uint8_t* out, uint64_t length, bool bypass,
-                        EngineCompletion* done);
+                        EngineCompletion* done, size_t& busy);
+  // A read or write taken on a reactor (kRead, kWrite): served there when
+  // it can be, parked on a busy stripe until its holder lets go and then
+  // tried again (`parked`: the request, when this is that retry), or run
+  // on the workers.
+  void RunOnReactor(AsyncJob job, ParkedRequest* parked);
+  bool TryOnReactor(const AsyncJob& job, size_t& busy);
   // Its steps: the reads (cached runs from the cache, missing runs from the
   // origin); once they land, the proof of the cached blocks (or the whole
   // read again on the workers), the promotion's cache writes; once those
@@ -186,9 +197,23 @@ struct Engine::Impl {
   bool PlanPromotion(AsyncMiss& miss);
   void PromotionLanded(AsyncMiss& miss);
   PendingAnswer FinishMiss(AsyncMiss& miss);
+  // A slot for `line` on a reactor (engine_lines.cc; REQUIRES: its stripe,
+  // held with the others in `held`): a free one, or a clean victim's, never
+  // one of `keep`'s lines, its stripe claimed without waiting and added to
+  // `evictions`, which the request keeps until EndEvictions. Nothing when
+  // neither is at hand.
+  std::optional<uint32_t> TakeSlotOnReactor(uint64_t line, std::span<const size_t> held,
+                                            std::span<const Segment> keep,
+                                            ReactorEvictions& evictions);
+  // Once the victims' deletes are in the store: lists the evictions, lets
+  // their stripes go, and empties `evictions`.
+  void EndEvictions(ReactorEvictions& evictions);
   // The engine's asynchronous state (engine_async.cc), started on first use.
   AsyncState& Async();
   AsyncWorkers& Workers();
+  // Queues a sync of the store when `due` (too many evictions wait for
+  // one) and none is queued yet.
+  void QueueMetadataSyncIf(bool due);
   // Waits until the workers have nothing queued or running (if started).
   void DrainWorkers();
   // Runs what is queued and joins the asynchronous threads (if started),

@@ -3,7 +3,7 @@
 // (engine/slot_table.h).
 #include <algorithm>
 
-#include "engine/engine_impl.h"
+#include "engine/engine_async.h"
 
 namespace cachecore {
 
@@ -43,7 +43,63 @@ class StripeVictims : public VictimHandler {
   StripeLock* taken_ = nullptr;
 };
 
+// Victims for a request on a reactor: a line whose stripe the request
+// holds, or one nobody holds or waits for (claimed until EndEvictions).
+class ReactorVictims : public VictimHandler {
+ public:
+  ReactorVictims(Engine::Impl& im, std::span<const size_t> held, std::span<const Segment> keep,
+                 ReactorEvictions& evictions)
+      : im_(im), held_(held), keep_(keep), evictions_(evictions) {}
+
+  bool Claim(uint64_t line) override {
+    for (const Segment& k : keep_) {
+      if (k.line == line) return false;  // the request is working on it
+    }
+    const size_t stripe = Engine::Impl::StripeIndex(line);
+    if (std::binary_search(held_.begin(), held_.end(), stripe)) return true;
+    std::vector<size_t>& claimed = evictions_.stripes;
+    if (std::find(claimed.begin(), claimed.end(), stripe) != claimed.end()) return true;
+    if (!im_.stripes[stripe].try_lock_unwanted()) return false;
+    claimed.push_back(stripe);
+    return true;
+  }
+  // Never called: TakeSlotWithoutWaiting takes clean victims only and
+  // leaves the delete and the claim to the request.
+  Status Clean(uint32_t) override { return Status::Busy("a reactor never cleans a victim"); }
+  void ApplyDelete(MetadataStore::Batch&) override {}
+  void ReleaseClaim() override {}
+
+ private:
+  Engine::Impl& im_;
+  std::span<const size_t> held_;
+  std::span<const Segment> keep_;
+  ReactorEvictions& evictions_;
+};
+
 }  // namespace
+
+std::optional<uint32_t> Engine::Impl::TakeSlotOnReactor(uint64_t line, std::span<const size_t> held,
+                                                        std::span<const Segment> keep,
+                                                        ReactorEvictions& evictions) {
+  ReactorVictims victims(*this, held, keep, evictions);
+  uint64_t evicted = kNoLine;
+  bool sync_due = false;
+  std::optional<uint32_t> slot = slots.TakeSlotWithoutWaiting(line, victims, evicted, sync_due);
+  if (slot && evicted != kNoLine) {
+    evictions.lines.push_back(evicted);
+    evictions.slots.push_back(*slot);
+  }
+  QueueMetadataSyncIf(sync_due);
+  return slot;
+}
+
+void Engine::Impl::EndEvictions(ReactorEvictions& evictions) {
+  slots.ListEvictions(evictions.lines);  // their deletes are in the store
+  for (size_t stripe : evictions.stripes) stripes[stripe].unlock();
+  evictions.lines.clear();
+  evictions.slots.clear();
+  evictions.stripes.clear();
+}
 
 Status Engine::Impl::ApplyRecords(MetadataStore::Batch& batch, bool sync) {
   Status s = dev.metadata->Apply(batch, sync);

@@ -213,14 +213,13 @@ LineRecord SlotTable::BuildRecord(uint32_t slot) const {
 
 // ---- allocation and eviction
 
-void SlotTable::EvictLocked(uint32_t slot, MetadataStore::Batch& batch) {
+void SlotTable::EvictLocked(uint32_t slot) {
   map_.erase(slot_line_[slot]);
   policy_->OnRemove(slot);
   for (uint32_t b = 0; b < blocks_per_line_; ++b) block_flags_[Index(slot, b)] = 0;
   slot_valid_blocks_[slot] = 0;
   slot_dirty_blocks_[slot] = 0;
   slot_line_[slot] = kNoLine;
-  batch.DeleteLine(slot);
   LiveStats::Bump(stats_.occupancy_lines, static_cast<uint64_t>(-1));
 }
 
@@ -237,12 +236,16 @@ bool SlotTable::TakeSlotLocked(uint32_t slot, uint64_t line) {
   return unsynced_evictions_.size() > kMaxUnsyncedEvictions;
 }
 
-std::optional<uint32_t> SlotTable::PickVictimLocked(VictimHandler& victims) {
-  return policy_->PickVictim([&](uint32_t s) {
-    mu_.AssertHeld();  // the policy calls back under mu_
-    if (cleaning_.count(slot_line_[s])) return false;  // on its way to the origin
-    return victims.Claim(slot_line_[s]);
-  });
+std::optional<uint32_t> SlotTable::PickVictimLocked(VictimHandler& victims, bool clean_only,
+                                                    uint64_t max_refusals) {
+  return policy_->PickVictim(
+      [&](uint32_t s) {
+        mu_.AssertHeld();  // the policy calls back under mu_
+        if (cleaning_.count(slot_line_[s])) return false;  // on its way to the origin
+        if (clean_only && slot_dirty_blocks_[s] > 0) return false;
+        return victims.Claim(slot_line_[s]);
+      },
+      max_refusals);
 }
 
 std::optional<uint32_t> SlotTable::TakeFreeSlot(uint64_t line, bool& sync_due) {
@@ -253,6 +256,48 @@ std::optional<uint32_t> SlotTable::TakeFreeSlot(uint64_t line, bool& sync_due) {
   free_slots_.pop_back();
   sync_due = TakeSlotLocked(slot, line);
   return slot;
+}
+
+bool SlotTable::TakeFreeSlots(std::span<const uint64_t> lines, std::vector<uint32_t>& out,
+                              bool& sync_due) {
+  MutexLock lock(mu_);
+  sync_due = false;
+  if (free_slots_.size() < lines.size()) return false;
+  for (uint64_t line : lines) {
+    out.push_back(free_slots_.back());
+    free_slots_.pop_back();
+    sync_due = TakeSlotLocked(out.back(), line) || sync_due;
+  }
+  return true;
+}
+
+std::optional<uint32_t> SlotTable::TakeSlotWithoutWaiting(uint64_t line, VictimHandler& victims,
+                                                          uint64_t& evicted, bool& sync_due) {
+  MutexLock lock(mu_);
+  evicted = kNoLine;
+  sync_due = false;
+  if (!free_slots_.empty()) {
+    const uint32_t slot = free_slots_.back();
+    free_slots_.pop_back();
+    sync_due = TakeSlotLocked(slot, line);
+    return slot;
+  }
+  // A few candidates only: a cache full of dirty lines would otherwise be
+  // walked whole under mu_ for every request.
+  constexpr uint64_t kCandidates = 8;
+  std::optional<uint32_t> victim = PickVictimLocked(victims, /*clean_only=*/true, kCandidates);
+  if (!victim) return std::nullopt;
+  evicted = slot_line_[*victim];
+  EvictLocked(*victim);
+  LiveStats::Bump(stats_.evictions);
+  sync_due = TakeSlotLocked(*victim, line);
+  return victim;
+}
+
+void SlotTable::ListEvictions(std::span<const uint64_t> lines) {
+  if (lines.empty()) return;
+  MutexLock lock(mu_);
+  for (uint64_t line : lines) ListEvictionLocked(line);
 }
 
 size_t SlotTable::FreeSlots() {
@@ -271,7 +316,7 @@ std::optional<uint32_t> SlotTable::Allocate(uint64_t line, VictimHandler& victim
       return slot;
     }
     // Cache full: take a victim whose stripe nobody else holds.
-    std::optional<uint32_t> victim = PickVictimLocked(victims);
+    std::optional<uint32_t> victim = PickVictimLocked(victims, /*clean_only=*/false, UINT64_MAX);
     if (!victim) return std::nullopt;
     if (slot_dirty_blocks_[*victim] > 0) {
       // Dirty victim: clean it first. Its stripe is claimed, so nobody else
@@ -295,7 +340,8 @@ std::optional<uint32_t> SlotTable::Allocate(uint64_t line, VictimHandler& victim
 uint32_t SlotTable::HandOver(uint32_t slot, uint64_t line, VictimHandler& victims, bool& sync_due) {
   const uint64_t old_line = slot_line_[slot];
   MetadataStore::Batch batch;
-  EvictLocked(slot, batch);
+  EvictLocked(slot);
+  batch.DeleteLine(slot);
   LiveStats::Bump(stats_.evictions);
   sync_due = TakeSlotLocked(slot, line);
   mu_.Unlock();
@@ -311,7 +357,8 @@ void SlotTable::ReleaseIfEmpty(uint32_t slot, RecordBatch& batch) {
   {
     MutexLock lock(mu_);
     batch.emptied.emplace_back(slot_line_[slot], slot);
-    EvictLocked(slot, batch.records);
+    EvictLocked(slot);
+    batch.records.DeleteLine(slot);
   }
   ReachedStep("release-1-emptied");  // a test point: the slot is not free yet
 }
@@ -323,7 +370,8 @@ bool SlotTable::EvictIfDemotable(uint32_t slot, uint64_t line, RecordBatch& batc
     return false;  // changed meanwhile
   }
   batch.emptied.emplace_back(line, slot);
-  EvictLocked(slot, batch.records);
+  EvictLocked(slot);
+  batch.records.DeleteLine(slot);
   LiveStats::Bump(stats_.evictions);
   return true;
 }

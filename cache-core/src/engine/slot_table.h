@@ -208,6 +208,23 @@ class SlotTable {
   // The same without evicting (REQUIRES: the line's stripe): a free slot,
   // or nothing.
   std::optional<uint32_t> TakeFreeSlot(uint64_t line, bool& sync_due) EXCLUDES(mu_);
+  // A free slot for each of `lines` (REQUIRES: their stripes), appended to
+  // `out` in their order; all or, when too few are free, none (false).
+  bool TakeFreeSlots(std::span<const uint64_t> lines, std::vector<uint32_t>& out, bool& sync_due)
+      EXCLUDES(mu_);
+  // A slot for `line` without waiting for anything (REQUIRES: its stripe):
+  // a free one, or the slot of a clean line (not being cleaned) that
+  // `victims` claims among the first few the policy offers; nothing when
+  // neither is at hand (a dirty victim would need cleaning). A victim
+  // leaves the map and `evicted` says its line (kNoLine: the slot was
+  // free). The caller then puts the delete of the slot's old record in the
+  // store ahead of any new record for it, lists the eviction
+  // (ListEvictions), and only then lets the victim's stripe go, as
+  // Allocate does.
+  std::optional<uint32_t> TakeSlotWithoutWaiting(uint64_t line, VictimHandler& victims,
+                                                 uint64_t& evicted, bool& sync_due) EXCLUDES(mu_);
+  // Lists evictions whose records' deletes are in the store now.
+  void ListEvictions(std::span<const uint64_t> lines) EXCLUDES(mu_);
   size_t FreeSlots() EXCLUDES(mu_);
   // Empties the slot when no block is valid any more (REQUIRES: the line's
   // stripe): it leaves the map, the delete of its record goes into `batch`.
@@ -290,10 +307,12 @@ class SlotTable {
   size_t Index(uint32_t slot, uint32_t block) const {
     return static_cast<size_t>(slot) * blocks_per_line_ + block;
   }
-  void EvictLocked(uint32_t slot, MetadataStore::Batch& batch) REQUIRES(mu_);
+  // Takes the slot out of the map and the policy; the caller deletes its record.
+  void EvictLocked(uint32_t slot) REQUIRES(mu_);
   bool TakeSlotLocked(uint32_t slot, uint64_t line) REQUIRES(mu_);
   void ListEvictionLocked(uint64_t line) REQUIRES(mu_);
-  std::optional<uint32_t> PickVictimLocked(VictimHandler& victims) REQUIRES(mu_);
+  std::optional<uint32_t> PickVictimLocked(VictimHandler& victims, bool clean_only,
+                                           uint64_t max_refusals) REQUIRES(mu_);
   uint32_t HandOver(uint32_t slot, uint64_t line, VictimHandler& victims, bool& sync_due)
       REQUIRES(mu_);
   template <typename Fn>

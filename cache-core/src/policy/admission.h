@@ -21,6 +21,8 @@ class Admission {
   bool SequentialBypass(uint64_t offset, uint64_t length);
   // Records a miss of `line`; true when the line may be allocated now.
   bool AdmitOnMiss(uint64_t line);
+  // Whether every miss is admitted (AdmitOnMiss records nothing and says yes).
+  bool AdmitsEveryMiss() const { return admit_after_ <= 1; }
   void set_sequential_cutoff(uint64_t bytes) { cutoff_.store(bytes); }
   uint64_t sequential_cutoff() const { return cutoff_.load(); }
 

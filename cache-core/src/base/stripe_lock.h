@@ -19,8 +19,9 @@ namespace cachecore {
 class StripeLock;
 
 // A request parked on a busy stripe (StripeLock::park). Unparked() runs on
-// the thread that lets the stripe go, with no lock held: it must not block
-// and should only hand the request back to where it runs.
+// the thread that lets the stripe go, which may hold other locks (the slot
+// table's, when an eviction lets a victim go): it must not block nor take a
+// lock of the engine's, only hand the request back to where it runs.
 class StripeWaiter {
  public:
   virtual void Unparked() = 0;

@@ -248,13 +248,23 @@ void Engine::Impl::FinishReadHit(AsyncHit& hit) {
 // ---- parked on a busy stripe
 
 bool Engine::Impl::TryOnReactor(const AsyncJob& j, size_t& busy) {
-  if (j.kind == AsyncJob::kWrite) return TryWriteBackAsync(j.offset, j.buffer, j.length, j.fua, j.bypass, j.done, busy);
+  if (j.kind == AsyncJob::kDiscard) return TryTrimAsync(j.offset, j.length, j.done, busy);
+  if (j.kind == AsyncJob::kWrite) {
+    if (TryWriteBackAsync(j.offset, j.buffer, j.length, j.fua, j.bypass, j.done, busy)) return true;
+    return busy == kNoStripe && TryWriteThroughAsync(j.offset, j.buffer, j.length, j.fua, j.bypass, j.done, busy);
+  }
   if (TryReadHitAsync(j.offset, j.buffer, j.length, j.bypass, j.done, busy)) return true;
   // A stripe busy for a hit is busy for a miss too.
   return busy == kNoStripe && TryReadMissAsync(j.offset, j.buffer, j.length, j.bypass, j.done, busy);
 }
 
 void Engine::Impl::RunOnReactor(AsyncJob job, ParkedRequest* parked) {
+  if (parked != nullptr && shut_down.load()) {
+    // Parked across Shutdown, which drains the workers, not the parked:
+    // answered as the workers answer what they take after it.
+    async->parked.Give(std::unique_ptr<ParkedRequest>(parked));
+    return Answer(job.done, Status::Busy("the cache is shut down"));
+  }
   size_t busy = kNoStripe;
   const bool served = TryOnReactor(job, busy);
   if (!served && busy != kNoStripe) {
@@ -309,7 +319,9 @@ void Engine::Impl::DrainWorkers() {
 void Engine::DiscardAsync(uint64_t offset, uint64_t length, EngineCompletion* done) {
   if (Status s = CheckRange(*impl_, offset, length); !s.ok()) return done->Done(s);
   impl_->stats.Taken();
-  impl_->Workers().Run({AsyncJob::kDiscard, offset, length, nullptr, false, false, done});
+  const AsyncJob job{AsyncJob::kDiscard, offset, length, nullptr, false, false, done};
+  if (Reactor::Current() != nullptr) return impl_->RunOnReactor(job, nullptr);
+  impl_->Workers().Run(job);
 }
 
 void Engine::SyncAsync(EngineCompletion* done) {

@@ -141,6 +141,11 @@ struct AsyncHit final : IoCompletion {
 class CommitJob {
  public:
   virtual void AddRecords(MetadataStore::Batch& batch) = 0;
+  // Whether its records must be durable before Committed (the store is
+  // then synced once for every such job of the group).
+  virtual bool NeedsSync() const { return false; }
+  // `put`: the store write's outcome (and its sync's, when asked for).
+  // An answer with no completion gives none (the request goes on).
   virtual Engine::Impl::PendingAnswer Committed(const Status& put) = 0;
 
  protected:
@@ -218,6 +223,66 @@ struct AsyncMiss final : IoCompletion, CommitJob {
   Engine::Impl::PendingAnswer Committed(const Status&) override { return im->FinishMiss(*this); }
 };
 
+// One write in a mode other than write-back (or bypassing the cache in
+// write-back) served on a reactor: the origin write, then the cached
+// copies, then their records, as ThroughSegment does, for all its lines at
+// once. Its stripes are held exclusively from its decision to its records.
+struct AsyncThrough final : IoCompletion, ReactorTask, CommitJob {
+  enum Phase { kAnnouncing, kOrigin, kCopies, kRecording };
+  Engine::Impl* im = nullptr;
+  Reactor* reactor = nullptr;
+  Phase phase = kOrigin;
+  uint64_t offset = 0, length = 0;
+  const uint8_t* in = nullptr;
+  bool fua = false;
+  bool keep_copies = false;  // the cached copies take the new data (else they are dropped)
+  bool allocate = false;     // lines not cached are cached (write-through)
+  EngineCompletion* done = nullptr;
+  Engine::Impl::Tally tally;
+  Status result;
+  std::vector<Segment> segments;
+  std::vector<uint32_t> slots;      // kNoSlot: not cached
+  std::vector<size_t> stripes;      // held exclusively, sorted
+  std::vector<uint32_t> announced;  // slots whose records change before the origin does
+  bool sync_first = false;          // announcements, or a recent eviction of a line
+  std::vector<AsyncIo> ios;         // the origin write, then the copies' writes
+  std::vector<std::pair<uint32_t, uint32_t>> copies;  // per copy's write: slot, block
+  ReactorEvictions evictions;       // victims of lines cached now
+  RecordBatch emptied;              // slots left with no valid block
+  size_t pending = 0;
+
+  void IoDone(AsyncIo&) override {
+    if (--pending == 0) im->ThroughLanded(*this);
+  }
+  // Back on its reactor once its announcements are durable.
+  void Run() override { im->WriteThroughOrigin(*this); }
+  void AddRecords(MetadataStore::Batch& batch) override { im->AddThroughRecords(*this, batch); }
+  bool NeedsSync() const override { return phase == kAnnouncing; }
+  Engine::Impl::PendingAnswer Committed(const Status& put) override { return im->ThroughCommitted(*this, put); }
+};
+
+// One trim served on a reactor (engine_async_trim.cc): its stripes held
+// exclusively from its decision until the origin's discard has landed.
+struct AsyncTrim final : IoCompletion, ReactorTask, CommitJob {
+  Engine::Impl* im = nullptr;
+  Reactor* reactor = nullptr;
+  uint64_t offset = 0, length = 0;
+  EngineCompletion* done = nullptr;
+  bool discard_origin = false;  // the origin trims too
+  bool sync = false;            // its records are synced before the answer or the origin's discard
+  std::vector<Segment> segments;
+  std::vector<uint32_t> slots;  // of its lines that are cached
+  std::vector<size_t> stripes;  // held exclusively, sorted
+  RecordBatch emptied;          // slots left with no valid block
+  AsyncIo io;                   // the origin's discard
+
+  void IoDone(AsyncIo&) override { im->TrimDiscarded(*this); }
+  void Run() override { im->DiscardTrimmedOrigin(*this); }
+  void AddRecords(MetadataStore::Batch& batch) override { im->AddTrimRecords(*this, batch); }
+  bool NeedsSync() const override { return sync; }
+  Engine::Impl::PendingAnswer Committed(const Status& put) override { return im->TrimCommitted(*this, put); }
+};
+
 // Puts the records of reactor requests whose data has landed (writes, and
 // the promotions of misses), on a thread of its own: a reactor never waits
 // for the store (a log sync holds its writes back), and the records of
@@ -263,6 +328,8 @@ struct AsyncState {
   RequestPool<AsyncHit> hits;
   RequestPool<AsyncWrite> writes;
   RequestPool<AsyncMiss> misses;
+  RequestPool<AsyncThrough> throughs;
+  RequestPool<AsyncTrim> trims;
   RequestPool<Engine::Impl::SyncWaiter> sync_waiters;
   RequestPool<ParkedRequest> parked;
   std::atomic<bool> metadata_sync_queued{false};  // one kSyncMetadata job at a time

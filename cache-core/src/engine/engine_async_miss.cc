@@ -160,6 +160,8 @@ bool Engine::Impl::PlanPromotion(AsyncMiss& m) {
     block += seg.end_block() - seg.first_block();
     if (std::all_of(m.cached.begin() + first, m.cached.begin() + block, [](uint8_t c) { return c; })) continue;
     if (m.slots[i] == kNoSlot) {
+      // A store that failed meanwhile takes no new line (nor evicts for one).
+      if (dev.metadata->failed()) continue;
       std::optional<uint32_t> slot;
       if (admission.AdmitOnMiss(seg.line)) slot = TakeSlotOnReactor(seg.line, m.stripes, m.segments, m.evictions);
       if (!slot) continue;  // no free slot nor clean victim at hand: not promoted

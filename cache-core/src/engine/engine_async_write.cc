@@ -35,10 +35,11 @@ bool Engine::Impl::WritableWithoutAnnouncing(const AsyncWrite& w) const {
 }
 
 // A slot for every line not cached (when every miss is admitted): free
-// slots for all of them, or for a single one a clean victim's. All or nothing, so that a
-// write that goes to the workers leaves no slot taken; the policy hears of
-// hits on the lines that were cached. False when a line cannot be placed
-// without waiting (the workers then allocate, cleaning a dirty victim).
+// slots for all of them, or for a single one a clean victim's. All or
+// nothing, so that a write that goes to the workers leaves no slot taken;
+// the policy hears of hits on the lines that were cached only when the
+// write stays here. False when a line cannot be placed without waiting
+// (the workers then allocate, cleaning a dirty victim).
 bool Engine::Impl::AllLinesPlaced(AsyncWrite& w) {
   w.to_place.clear();
   for (size_t i = 0; i < w.segments.size(); ++i) {
@@ -48,8 +49,10 @@ bool Engine::Impl::AllLinesPlaced(AsyncWrite& w) {
     if (!admission.AdmitsEveryMiss()) return false;
     w.to_place.push_back(i);
   }
-  slots.NoteHits(w.slots);  // kNoSlot entries are skipped
-  if (w.to_place.empty()) return true;
+  if (w.to_place.empty()) {
+    slots.NoteHits(w.slots);
+    return true;
+  }
   w.placed_lines.clear();
   for (size_t i : w.to_place) w.placed_lines.push_back(w.segments[i].line);
   w.placed_slots.clear();
@@ -63,6 +66,7 @@ bool Engine::Impl::AllLinesPlaced(AsyncWrite& w) {
   } else {
     return false;
   }
+  slots.NoteHits(w.slots);  // of the lines cached before (kNoSlot entries are skipped)
   for (size_t k = 0; k < w.to_place.size(); ++k) w.slots[w.to_place[k]] = w.placed_slots[k];
   return true;
 }
@@ -255,12 +259,21 @@ void RecordCommitter::Loop() {
     // Each request still holds its lines' stripes: their state is read
     // here as its reactor left it (handed over under mu_).
     records_.Clear();
-    for (CommitJob* job : group_) job->AddRecords(records_);
-    const Status put = im_.ApplyRecords(records_, false);
+    bool sync = false;
+    for (CommitJob* job : group_) {
+      job->AddRecords(records_);
+      sync = sync || job->NeedsSync();
+    }
+    const Status put = records_.empty() ? Status::Ok() : im_.ApplyRecords(records_, false);
+    // One sync for every announcement of the group (and the evictions
+    // listed before it): grouped, as concurrent flushes are.
+    const Status synced = put.ok() && sync ? im_.SyncMetadata() : put;
     // Every request lets go of its lines before any is answered: a
     // client's completion may take its time, or ask for those lines.
-    for (CommitJob* job : group_) answers_.push_back(job->Committed(put));
-    for (Engine::Impl::PendingAnswer& a : answers_) im_.Send(std::move(a));
+    for (CommitJob* job : group_) answers_.push_back(job->Committed(job->NeedsSync() ? synced : put));
+    for (Engine::Impl::PendingAnswer& a : answers_) {
+      if (a.done != nullptr) im_.Send(std::move(a));
+    }
     answers_.clear();
     group_.clear();
     lock.Lock();

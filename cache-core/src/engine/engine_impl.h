@@ -56,6 +56,8 @@ struct AsyncWrite;   // engine_async.h
 struct AsyncMiss;    // engine_async.h
 struct ReactorEvictions;  // engine_async.h
 struct ParkedRequest;     // engine_async.h
+struct AsyncThrough;      // engine_async.h
+struct AsyncTrim;         // engine_async.h
 struct AsyncJob;          // engine_async.h
 
 // A synchronous client request, counted in flight while it lives.
@@ -179,7 +181,35 @@ struct Engine::Impl {
   // counted, when it does not apply.
   bool TryReadMissAsync(uint64_t offset, uint8_t* out, uint64_t length, bool bypass,
                         EngineCompletion* done, size_t& busy);
-  // A read or write taken on a reactor (kRead, kWrite): served there when
+  // A write in another mode than write-back (or bypassing it), served on
+  // the calling reactor (engine_async_through.cc) when the origin's
+  // requests do not wait there and no line holds dirty data or is being
+  // cleaned. False, with nothing done or counted, when it does not apply.
+  bool TryWriteThroughAsync(uint64_t offset, const uint8_t* in, uint64_t length, bool fua,
+                            bool bypass, EngineCompletion* done, size_t& busy);
+  // Its steps: the announcements (put and synced by the committer when
+  // needed), the origin write, the copies' writes (lines not cached take a
+  // slot first, in write-through), the records, the answer.
+  void AnnounceThrough(AsyncThrough& t);
+  void WriteThroughOrigin(AsyncThrough& t);
+  void ThroughLanded(AsyncThrough& t);
+  void WriteThroughCopies(AsyncThrough& t);
+  void CopiesLanded(AsyncThrough& t);
+  void AddThroughRecords(AsyncThrough& t, MetadataStore::Batch& batch);
+  PendingAnswer ThroughCommitted(AsyncThrough& t, const Status& put);
+  // A trim of at most kMaxOnReactor bytes, served on the calling reactor
+  // (engine_async_trim.cc) unless a line of it is being cleaned. False,
+  // with nothing done, when it does not apply.
+  bool TryTrimAsync(uint64_t offset, uint64_t length, EngineCompletion* done, size_t& busy);
+  // Its steps: the blocks dropped; the records put (and synced when they
+  // must be) by the committer; the origin's discard; the answer.
+  void DropTrimmedBlocks(AsyncTrim& t);
+  void AddTrimRecords(AsyncTrim& t, MetadataStore::Batch& batch);
+  PendingAnswer TrimCommitted(AsyncTrim& t, const Status& put);
+  void DiscardTrimmedOrigin(AsyncTrim& t);
+  void TrimDiscarded(AsyncTrim& t);
+  void FinishTrim(AsyncTrim& t, Status result);
+  // A read, write or trim taken on a reactor: served there when
   // it can be, parked on a busy stripe until its holder lets go and then
   // tried again (`parked`: the request, when this is that retry), or run
   // on the workers.

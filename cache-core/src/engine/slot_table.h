@@ -214,7 +214,7 @@ class SlotTable {
       EXCLUDES(mu_);
   // A slot for `line` without waiting for anything (REQUIRES: its stripe):
   // a free one, or the slot of a clean line (not being cleaned) that
-  // `victims` claims among the first few the policy offers; nothing when
+  // `victims` claims among the first few the policy looks at; nothing when
   // neither is at hand (a dirty victim would need cleaning). A victim
   // leaves the map and `evicted` says its line (kNoLine: the slot was
   // free). The caller then puts the delete of the slot's old record in the
@@ -259,6 +259,8 @@ class SlotTable {
   void EndCleaning(std::span<const uint64_t> lines) EXCLUDES(mu_);
   // Returns once no line in [first_line, last_line] is being cleaned.
   void WaitWhileCleaning(uint64_t first_line, uint64_t last_line) EXCLUDES(mu_);
+  // Whether a line in [first_line, last_line] is being cleaned now.
+  bool AnyBeingCleaned(uint64_t first_line, uint64_t last_line) EXCLUDES(mu_);
 
   // ---- the dirty-region map's pages to write (see DirtyMap)
   std::vector<std::pair<uint64_t, AlignedBuffer>> TakeChangedDirtyPages(bool all) EXCLUDES(mu_);
@@ -312,7 +314,7 @@ class SlotTable {
   bool TakeSlotLocked(uint32_t slot, uint64_t line) REQUIRES(mu_);
   void ListEvictionLocked(uint64_t line) REQUIRES(mu_);
   std::optional<uint32_t> PickVictimLocked(VictimHandler& victims, bool clean_only,
-                                           uint64_t max_refusals) REQUIRES(mu_);
+                                           uint64_t max_looks) REQUIRES(mu_);
   uint32_t HandOver(uint32_t slot, uint64_t line, VictimHandler& victims, bool& sync_due)
       REQUIRES(mu_);
   template <typename Fn>

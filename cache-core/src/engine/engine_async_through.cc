@@ -1,0 +1,222 @@
+// Writes that go to the origin, on the reactor: write-through,
+// write-around, read-only and pass-through writes, and writes that bypass
+// the cache in write-back (sequential cutoff). A write of whole blocks in
+// memory fit for direct I/O, whose origin's requests do not wait on a
+// reactor, over lines holding no dirty data (those go to the cache whatever
+// the mode, on the workers) and not being cleaned (the cleaner's older copy
+// could land over it), is served on the reactor that took it, in
+// ThroughSegment's order for all its lines at once:
+//   1. announcements: a cached block a sync may promise as clean is marked
+//      fresh, and its record put and synced before the origin changes
+//      (rule 2), as is an eviction of one of its lines not yet synced; the
+//      committer does both for every such write of its group with one sync;
+//   2. one origin write from the caller's buffer;
+//   3. the cached copies: rewritten with the new data (or dropped, in the
+//      modes that keep no copy of written data, and after an origin error);
+//      in write-through a line not cached takes a free slot or a clean
+//      victim's, and is cached;
+//   4. their records, put by the committer, which lets the stripes go and
+//      answers (after a group commit, for FUA).
+#include <algorithm>
+
+#include "cachecore/metadata/checksum.h"
+#include "cachecore/engine/steps.h"
+#include "engine/engine_async.h"
+
+namespace cachecore {
+
+namespace {
+
+constexpr uint32_t kNoSlot = SlotTable::kNoSlot;
+
+bool KeepsCopies(CacheMode mode) {
+  return mode == CacheMode::kWriteThrough || mode == CacheMode::kWriteAround ||
+         mode == CacheMode::kWriteBack;
+}
+
+}  // namespace
+
+bool Engine::Impl::TryWriteThroughAsync(uint64_t offset, const uint8_t* in, uint64_t length,
+                                        bool fua, bool bypass, EngineCompletion* done,
+                                        size_t& busy) {
+  const CacheMode mode = EffectiveMode();
+  if ((mode == CacheMode::kWriteBack && !bypass) || offset % kBlockSize || length % kBlockSize ||
+      length > kMaxOnReactor || reinterpret_cast<uintptr_t>(in) % kSectorSize ||
+      !dev.origin->submits_without_waiting()) {
+    return false;
+  }
+  AsyncState& state = Async();
+  std::unique_ptr<AsyncThrough> t = state.throughs.Take();
+  SplitIntoSegments(offset, length, t->segments);
+  if (!TryHoldStripes(t->segments, t->stripes, /*exclusive=*/true, busy)) {
+    state.throughs.Give(std::move(t));
+    return false;
+  }
+  t->slots.clear();
+  slots.FindEach(t->segments.size(), [&t](size_t i) { return t->segments[i].line; }, t->slots);
+  t->tally = {};
+  bool any_dirty = false;
+  for (size_t i = 0; i < t->segments.size(); ++i) {
+    for (uint32_t b = t->segments[i].first_block(); b < t->segments[i].end_block(); ++b) {
+      const uint8_t f = t->slots[i] == kNoSlot ? 0 : slots.Flags(t->slots[i], b);
+      any_dirty = any_dirty || (f & kDirty);
+      if (f & kValid) ++t->tally.hits;
+      else ++t->tally.misses;
+    }
+  }
+  if (any_dirty || slots.AnyBeingCleaned(t->segments.front().line, t->segments.back().line)) {
+    ReleaseStripes(t->stripes, true);  // the workers write the cache, or wait for the cleaner
+    state.throughs.Give(std::move(t));
+    return false;
+  }
+  slots.NoteHits(t->slots);
+  t->im = this;
+  t->reactor = Reactor::Current();
+  t->offset = offset;
+  t->length = length;
+  t->in = in;
+  t->fua = fua;
+  t->keep_copies = KeepsCopies(mode);
+  t->allocate = mode == CacheMode::kWriteThrough && !bypass;
+  t->done = done;
+  t->result = Status::Ok();
+  t->emptied.records.Clear();
+  t->emptied.emptied.clear();
+  AnnounceThrough(*t.release());  // owned by its steps from here
+  return true;
+}
+
+// Step 1: what the origin write must wait for (MarkOverwrite with
+// origin_write, SyncIfRecentlyEvicted); nothing to wait for, no detour.
+void Engine::Impl::AnnounceThrough(AsyncThrough& t) {
+  const uint64_t epoch = slots.FlushesStarted();
+  t.announced.clear();
+  std::vector<uint64_t>& lines = t.evictions.lines;  // scratch: empty until step 3
+  for (size_t i = 0; i < t.segments.size(); ++i) {
+    lines.push_back(t.segments[i].line);
+    const uint32_t slot = t.slots[i];
+    if (slot != kNoSlot && slots.MarkOverwrite(slot, t.segments[i].first_block(), t.segments[i].end_block(),
+                                               /*origin_write=*/true, epoch)) {
+      t.announced.push_back(slot);
+    }
+  }
+  t.sync_first = !t.announced.empty() || slots.AnyRecentlyEvicted(lines);
+  lines.clear();
+  if (!t.sync_first) return WriteThroughOrigin(t);
+  t.phase = AsyncThrough::kAnnouncing;
+  async->committer.Commit(&t);  // then ThroughCommitted posts it back here
+}
+
+// Step 2, on the reactor.
+void Engine::Impl::WriteThroughOrigin(AsyncThrough& t) {
+  t.phase = AsyncThrough::kOrigin;
+  t.ios.resize(1);
+  // A write's data is only read from: the cast fits the request's one buffer field.
+  t.ios[0].request = {IoOp::kWrite, t.offset, t.length, const_cast<uint8_t*>(t.in), Status()};
+  t.ios[0].done = &t;
+  t.pending = 1;
+  dev.origin->Submit(t.ios[0]);
+}
+
+void Engine::Impl::ThroughLanded(AsyncThrough& t) {
+  if (t.phase == AsyncThrough::kCopies) return CopiesLanded(t);
+  t.result = std::move(t.ios[0].request.status);
+  if (!t.result.ok()) LiveStats::Bump(stats.origin_write_err);
+  ReachedStep("through-1-origin-written");  // a test point
+  WriteThroughCopies(t);
+}
+
+// Step 3: the cached blocks take the new data; in write-through, lines not
+// cached are cached whole (their blocks are the request's). After an origin
+// error, or in a mode that keeps no copy of written data, the cached blocks
+// are dropped: the cached copy may be older than the origin.
+void Engine::Impl::WriteThroughCopies(AsyncThrough& t) {
+  t.phase = AsyncThrough::kCopies;
+  const bool keep = t.keep_copies && t.result.ok();
+  t.ios.clear();
+  t.copies.clear();
+  const uint8_t* src = t.in;
+  for (size_t i = 0; i < t.segments.size(); ++i) {
+    const Segment& seg = t.segments[i];
+    const uint8_t* seg_data = src;
+    src += seg.end - seg.begin;
+    bool whole_new = false;
+    if (t.slots[i] == kNoSlot) {
+      if (!keep || !t.allocate || !admission.AdmitOnMiss(seg.line)) continue;
+      std::optional<uint32_t> slot = TakeSlotOnReactor(seg.line, t.stripes, t.segments, t.evictions);
+      if (!slot) continue;  // no free slot nor clean victim at hand: not cached
+      t.slots[i] = *slot;
+      whole_new = true;
+    }
+    for (uint32_t b = seg.first_block(); b < seg.end_block(); ++b) {
+      if (!keep) {
+        slots.Invalidate(t.slots[i], b);
+      } else if (whole_new || (slots.Flags(t.slots[i], b) & kValid)) {
+        const uint8_t* block = seg_data + size_t{b - seg.first_block()} * kBlockSize;
+        t.ios.emplace_back();
+        t.ios.back().request = {IoOp::kWrite, SlotOffset(t.slots[i], b), kBlockSize,
+                                const_cast<uint8_t*>(block), Status()};
+        t.ios.back().done = &t;
+        t.copies.push_back({t.slots[i], b});
+      }
+    }
+  }
+  if (t.ios.empty()) return CopiesLanded(t);
+  // One count more than the writes, dropped after the last is submitted.
+  t.pending = t.ios.size() + 1;
+  for (AsyncIo& io : t.ios) dev.cache->Submit(io);
+  t.IoDone(t.ios.front());
+}
+
+void Engine::Impl::CopiesLanded(AsyncThrough& t) {
+  const uint64_t epoch = slots.FlushesStarted();
+  for (size_t k = 0; k < t.ios.size(); ++k) {
+    const AsyncIo& io = t.ios[k];
+    const auto [slot, block] = t.copies[k];
+    if (io.request.status.ok()) {
+      slots.MarkValidClean(slot, block, Crc32c(static_cast<const uint8_t*>(io.request.buffer), kBlockSize), epoch);
+    } else {
+      CountCacheError(stats.cache_write_err);  // the block is dropped; the origin has it
+      slots.Invalidate(slot, block);
+    }
+  }
+  for (uint32_t slot : t.slots) {
+    if (slot != kNoSlot) slots.ReleaseIfEmpty(slot, t.emptied);
+  }
+  t.phase = AsyncThrough::kRecording;
+  async->committer.Commit(&t);  // the records, then the answer
+}
+
+// The records a step puts: the announcements (step 1), or the victims'
+// deletes ahead of the cached lines' records, and the deletes of slots left
+// empty (step 4).
+void Engine::Impl::AddThroughRecords(AsyncThrough& t, MetadataStore::Batch& batch) {
+  if (t.phase == AsyncThrough::kAnnouncing) {
+    for (uint32_t slot : t.announced) batch.PutLine(slot, slots.BuildRecord(slot));
+    return;
+  }
+  t.evictions.AddDeletes(batch);
+  for (uint32_t slot : t.slots) {
+    if (slot != kNoSlot && slots.ValidBlocks(slot) > 0) batch.PutLine(slot, slots.BuildRecord(slot));
+  }
+  for (const auto& [line, slot] : t.emptied.emptied) batch.DeleteLine(slot);
+}
+
+Engine::Impl::PendingAnswer Engine::Impl::ThroughCommitted(AsyncThrough& t, const Status& put) {
+  if (t.phase == AsyncThrough::kAnnouncing && put.ok()) {
+    t.reactor->Post(&t);  // step 2, back on its reactor
+    return {nullptr, Status::Ok(), false};
+  }
+  // Recorded (or an announcement failed: the origin was not written).
+  Status result = t.phase == AsyncThrough::kAnnouncing ? put : std::move(t.result);
+  if (result.ok() && !put.ok()) result = put;
+  if (!t.emptied.emptied.empty()) slots.FreeEmptied(t.emptied);  // their deletes are in the store now
+  EndEvictions(t.evictions);
+  ReleaseStripes(t.stripes, true);
+  CountWrites(t.tally);
+  PendingAnswer answer{t.done, std::move(result), t.fua};
+  async->throughs.Give(std::unique_ptr<AsyncThrough>(&t));
+  return answer;
+}
+
+}  // namespace cachecore

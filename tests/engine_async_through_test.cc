@@ -1,0 +1,187 @@
+// Requests that change the origin, served on the reactor: write-through
+// (announcements grouped into one sync, lines cached), write-around and
+// read-only (copies kept or dropped), an origin error, trims, and the crash
+// rules they keep (a block never goes back in time, dropped data stays
+// dropped).
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+#include <mutex>
+#include <string_view>
+
+#include "cachecore/engine/steps.h"
+#include "support/async_requests.h"
+#include "support/block_io.h"
+#include "support/engine_rig.h"
+
+namespace cachecore::testing {
+namespace {
+
+constexpr uint64_t kLine = 16 * 1024;  // 4 blocks
+
+class EngineAsyncThroughTest : public ::testing::Test {
+ protected:
+  void Create(CacheMode mode) {
+    config_.line_size = kLine;
+    config_.mode = mode;
+    config_.sequential_cutoff = 0;
+    config_.background_cleaner = false;
+    ASSERT_TRUE(rig_.Create(config_).ok());
+    rig_.cache().CompleteOutOfOrder(true);
+    rig_.origin().CompleteOutOfOrder(true);
+  }
+  // Reads `lines` lines from line 0 through the cache (cached, clean), and
+  // syncs: their records are stable, so a write over them announces.
+  void CacheStable(uint64_t lines) {
+    AlignedBuffer line(kLine);
+    for (uint64_t i = 0; i < lines; ++i) ASSERT_TRUE(rig_.engine().Read(i * kLine, line.data(), kLine).ok());
+    ASSERT_TRUE(rig_.engine().Sync().ok());
+  }
+  bool OriginHas(uint64_t offset, uint64_t length, uint32_t tag) {
+    return rig_.OriginHasPattern(offset, length, tag);
+  }
+  EngineRig rig_;
+  EngineConfig config_;
+};
+
+TEST_F(EngineAsyncThroughTest, WriteThroughWritesAreServedOnTheReactor) {
+  Create(CacheMode::kWriteThrough);
+  constexpr size_t kWrites = 16;  // a line each, half of them cached
+  CacheStable(kWrites / 2);
+  Completions done(kWrites);
+  WriteOnReactor(rig_.engine(), 0, kWrites, 4, 2, false, done);
+  EXPECT_EQ(done.failed(), 0u) << done.last_error();
+  EXPECT_EQ(done.on_workers(), 0u);
+  ASSERT_TRUE(rig_.engine().Sync().ok());  // the origin's volatile cache, flushed
+  EXPECT_TRUE(OriginHas(0, kWrites * kLine, 2));
+  const StatsSnapshot after = rig_.engine().stats();
+  EXPECT_EQ(after.write_hits, kWrites / 2 * 4);
+  EXPECT_EQ(after.occupancy_lines, kWrites);  // the others cached now
+  EXPECT_EQ(after.dirty_lines, 0u);
+  EXPECT_TRUE(rig_.engine().CheckRecordsAgreeForTest().ok());
+  EXPECT_TRUE(rig_.engine().CheckCleanDataForTest([](uint64_t) { return false; }).ok());
+  // Read back from the cache, and after a cut (synced above).
+  EXPECT_TRUE(HasPattern(rig_.engine(), 0, kWrites * kLine, 2));
+  EXPECT_EQ(rig_.engine().stats().read_hits, kWrites * 4);
+  ASSERT_TRUE(rig_.PowerCutAndReopen(config_, PowerCutMode::kDropUnsynced).ok());
+  EXPECT_TRUE(HasPattern(rig_.engine(), 0, kWrites * kLine, 2));
+}
+
+// Writes over stable clean blocks announce before the origin changes (a
+// synced record each, rule 2): the committer syncs once for all of those
+// that wait together, not once per write. (On the workers: 16 syncs.)
+std::function<void(std::string_view)>* g_step = nullptr;
+void RunStep(const char* step) { (*g_step)(step); }
+
+TEST_F(EngineAsyncThroughTest, AnnouncementsShareSyncs) {
+  Create(CacheMode::kWriteThrough);
+  constexpr size_t kWrites = 16;
+  CacheStable(kWrites);
+  std::mutex mu;
+  int syncs = 0;
+  std::function<void(std::string_view)> step = [&](std::string_view name) {
+    std::lock_guard lock(mu);
+    if (name == "sync-metadata-1-begun") ++syncs;
+  };
+  g_step = &step;
+  SetStepObserver(RunStep);
+  Completions done(kWrites);
+  WriteOnReactor(rig_.engine(), 0, kWrites, 4, 3, false, done);
+  SetStepObserver(nullptr);
+  EXPECT_EQ(done.failed(), 0u) << done.last_error();
+  EXPECT_EQ(done.on_workers(), 0u);
+  EXPECT_GE(syncs, 1);
+  EXPECT_LE(syncs, 4) << "writes that announced together each synced the store";
+  // Announced, then written: after a cut each block reads the new data or,
+  // had the origin lost it, never a stale cache copy vouched for as clean.
+  ASSERT_TRUE(rig_.PowerCutAndReopen(config_, PowerCutMode::kKeepUnsynced).ok());
+  EXPECT_TRUE(HasPattern(rig_.engine(), 0, kWrites * kLine, 3));
+  EXPECT_TRUE(rig_.engine().CheckCleanDataForTest([](uint64_t) { return false; }).ok());
+}
+
+// Write-around keeps the cached copies up to date and caches nothing new;
+// read-only drops the cached copies of what is written.
+TEST_F(EngineAsyncThroughTest, WriteAroundAndReadOnlyWritesOnTheReactor) {
+  Create(CacheMode::kWriteAround);
+  CacheStable(2);
+  Completions around(4);
+  WriteOnReactor(rig_.engine(), 0, 4, 4, 4, false, around);  // lines 0-3
+  EXPECT_EQ(around.failed(), 0u) << around.last_error();
+  EXPECT_EQ(around.on_workers(), 0u);
+  EXPECT_EQ(rig_.engine().stats().occupancy_lines, 2u);
+  EXPECT_TRUE(HasPattern(rig_.engine(), 0, 4 * kLine, 4));  // promotes lines 2 and 3
+  EXPECT_EQ(rig_.engine().stats().read_hits, 2 * 4u);
+  ASSERT_TRUE(rig_.engine().SetMode(CacheMode::kReadOnly).ok());
+  Completions read_only(1);
+  WriteOnReactor(rig_.engine(), 0, 1, 4, 5, false, read_only);  // line 0
+  EXPECT_EQ(read_only.failed(), 0u) << read_only.last_error();
+  EXPECT_EQ(read_only.on_workers(), 0u);
+  EXPECT_EQ(rig_.engine().stats().occupancy_lines, 3u);
+  ASSERT_TRUE(rig_.engine().Sync().ok());
+  EXPECT_TRUE(OriginHas(0, kLine, 5));
+  EXPECT_TRUE(rig_.engine().CheckRecordsAgreeForTest().ok());
+  EXPECT_TRUE(HasPattern(rig_.engine(), 0, kLine, 5));
+}
+
+// The origin fails the write: the write fails, and the cached copy, which
+// may now be older than the origin, is dropped.
+TEST_F(EngineAsyncThroughTest, AnOriginWriteErrorFailsTheWriteAndDropsTheCopy) {
+  Create(CacheMode::kWriteThrough);
+  CacheStable(1);
+  rig_.origin().FailNth(kFaultWrite, 1);
+  Completions done(1);
+  WriteOnReactor(rig_.engine(), 0, 1, 4, 6, false, done);
+  EXPECT_EQ(done.failed(), 1u);
+  EXPECT_EQ(done.on_workers(), 0u);
+  const StatsSnapshot after = rig_.engine().stats();
+  EXPECT_EQ(after.errors.origin_write, 1u);
+  EXPECT_EQ(after.occupancy_lines, 0u);
+  EXPECT_TRUE(rig_.engine().CheckRecordsAgreeForTest().ok());
+}
+
+// A FUA write-through write is durable on the origin once answered.
+TEST_F(EngineAsyncThroughTest, AFuaWriteIsDurableWhenAnswered) {
+  Create(CacheMode::kWriteThrough);
+  CacheStable(1);
+  Completions done(2);
+  WriteOnReactor(rig_.engine(), 0, 2, 4, 7, true, done);
+  EXPECT_EQ(done.failed(), 0u) << done.last_error();
+  ASSERT_TRUE(rig_.PowerCutAndReopen(config_, PowerCutMode::kDropUnsynced).ok());
+  EXPECT_TRUE(OriginHas(0, 2 * kLine, 7));
+  EXPECT_TRUE(HasPattern(rig_.engine(), 0, 2 * kLine, 7));
+}
+
+// A trim drops what it covers from the cache (dirty data too: it stays
+// dropped across a cut) and trims the origin, on the reactor.
+TEST_F(EngineAsyncThroughTest, TrimsAreServedOnTheReactor) {
+  Create(CacheMode::kWriteBack);
+  ASSERT_TRUE(WritePattern(rig_.engine(), 0, 4 * kLine, 1).ok());  // lines 0-3, dirty
+  ASSERT_TRUE(rig_.engine().Sync().ok());
+  ASSERT_EQ(rig_.engine().stats().dirty_lines, 4u);
+  Completions done(2);
+  OnReactor([&] {
+    rig_.engine().DiscardAsync(0, 2 * kLine, done.at(0));           // lines 0 and 1, whole
+    rig_.engine().DiscardAsync(2 * kLine + 512, 1024, done.at(1));  // part of one dirty block: kept
+  }, done, 2);
+  EXPECT_EQ(done.failed(), 0u) << done.last_error();
+  EXPECT_EQ(done.on_workers(), 0u);
+  const StatsSnapshot after = rig_.engine().stats();
+  EXPECT_EQ(after.occupancy_lines, 2u);
+  EXPECT_EQ(after.dirty_lines, 2u);
+  EXPECT_TRUE(rig_.engine().CheckRecordsAgreeForTest().ok());
+  EXPECT_TRUE(HasPattern(rig_.engine(), 2 * kLine, 2 * kLine, 1));
+  // Answered: the drop is durable, the flushed dirty data never returns.
+  ASSERT_TRUE(rig_.PowerCutAndReopen(config_, PowerCutMode::kDropUnsynced).ok());
+  EXPECT_EQ(rig_.engine().stats().occupancy_lines, 2u);
+  AlignedBuffer got(2 * kLine), old(2 * kLine);
+  FillPattern(old.data(), 0, 2 * kLine, 1);
+  ASSERT_TRUE(rig_.engine().Read(0, got.data(), 2 * kLine).ok());
+  for (uint64_t b = 0; b < 2 * kLine / kBlock; ++b) {
+    EXPECT_NE(std::memcmp(got.data() + b * kBlock, old.data() + b * kBlock, kBlock), 0) << "block " << b;
+  }
+  EXPECT_TRUE(HasPattern(rig_.engine(), 2 * kLine, 2 * kLine, 1));
+}
+
+}  // namespace
+}  // namespace cachecore::testing

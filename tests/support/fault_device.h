@@ -44,6 +44,7 @@ class FaultDevice : public BlockDevice {
   // a real device's do. Otherwise it runs now, inline.
   void Submit(AsyncIo& io) override;
   bool submits_without_waiting() const override;  // the target's, or kept back
+  bool discards_without_waiting() const override { return target_->discards_without_waiting(); }
   void CompleteOutOfOrder(bool on);
 
   // The nth matching operation from now (1 = the next one) fails once.

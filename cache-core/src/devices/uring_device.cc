@@ -101,6 +101,7 @@ class UringDevice : public BlockDevice {
   // On a reactor: reads, writes and flushes go on its ring (discards stay
   // synchronous: the kernel has no asynchronous BLKDISCARD for them here).
   bool submits_without_waiting() const override { return true; }
+  bool discards_without_waiting() const override { return false; }
   void Submit(AsyncIo& io) override {
     Reactor* reactor = Reactor::Current();
     IoRequest& r = io.request;

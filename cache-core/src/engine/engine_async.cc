@@ -1,13 +1,15 @@
 // Asynchronous requests. A read that hits in full, on a reactor, is served
 // there: its lines' stripes try-locked (never waited for: a reactor never
-// blocks), its cache reads submitted on the reactor's ring beside everything
-// else in flight, its blocks proven by their checksums when they land, and
-// the stripes let go on the same thread. So are a write-back write over
-// cached lines (engine_async_write.cc) and a miss that needs no eviction
-// (engine_async_miss.cc); syncs wait in the group commit (engine_sync.cc).
-// Anything else (a busy stripe, a checksum that fails, other writes,
-// trims) runs on the engine's workers through the synchronous paths, which
-// handle all of it.
+// blocks; a request that finds one busy parks on it), its cache reads
+// submitted on the reactor's ring beside everything else in flight, its
+// blocks proven by their checksums when they land, and the stripes let go
+// on the same thread. So are misses (engine_async_miss.cc), write-back
+// writes (engine_async_write.cc), writes in the other modes
+// (engine_async_through.cc) and trims (engine_async_trim.cc); syncs wait in
+// the group commit (engine_sync.cc). Anything else (a checksum that fails,
+// requests not in whole blocks, a write that must clean a dirty victim)
+// runs on the engine's workers through the synchronous paths, which handle
+// all of it.
 #include <algorithm>
 
 #include "cachecore/metadata/checksum.h"
@@ -259,10 +261,10 @@ bool Engine::Impl::TryOnReactor(const AsyncJob& j, size_t& busy) {
 }
 
 void Engine::Impl::RunOnReactor(AsyncJob job, ParkedRequest* parked) {
-  if (parked != nullptr && shut_down.load()) {
-    // Parked across Shutdown, which drains the workers, not the parked:
-    // answered as the workers answer what they take after it.
-    async->parked.Give(std::unique_ptr<ParkedRequest>(parked));
+  if (shut_down.load()) {
+    // After Shutdown (a request parked across it too: Shutdown drains the
+    // workers, not the parked), answered as the workers answer then.
+    if (parked != nullptr) async->parked.Give(std::unique_ptr<ParkedRequest>(parked));
     return Answer(job.done, Status::Busy("the cache is shut down"));
   }
   size_t busy = kNoStripe;

@@ -144,6 +144,9 @@ class CommitJob {
   // Whether its records must be durable before Committed (the store is
   // then synced once for every such job of the group).
   virtual bool NeedsSync() const { return false; }
+  // Whether the cache side (its data, the dirty-region map) must be
+  // flushed before its records are put (once for the group).
+  virtual bool NeedsCacheFlush() const { return false; }
   // `put`: the store write's outcome (and its sync's, when asked for).
   // An answer with no completion gives none (the request goes on).
   virtual Engine::Impl::PendingAnswer Committed(const Status& put) = 0;
@@ -169,6 +172,14 @@ struct AsyncWrite final : IoCompletion, ReactorTask, CommitJob {
   std::vector<AsyncIo> ios;      // the cache writes, adjacent segments in one
   std::vector<uint32_t> io_of;   // per segment: its write in `ios`
   ReactorEvictions evictions;    // victims of its lines' placement
+  std::vector<uint32_t> announced;  // slots whose records announce, synced before the data
+  bool announcing = false;          // those records are with the committer
+  bool flush_first = false;         // a running sync promises a block maybe not on the cache yet
+  struct Resume final : ReactorTask {  // back on its reactor once announced
+    AsyncWrite* w = nullptr;
+    Reactor* reactor = nullptr;
+    void Run() override { w->im->SubmitWriteBack(*w); }
+  } resume;
   std::vector<size_t> to_place;  // AllLinesPlaced's: segments not cached
   std::vector<uint64_t> placed_lines;
   std::vector<uint32_t> placed_slots;
@@ -180,11 +191,17 @@ struct AsyncWrite final : IoCompletion, ReactorTask, CommitJob {
   // On a worker, after a cache write failed: the rest blocks.
   void Run() override { im->FinishWriteBack(*this); }
   void AddRecords(MetadataStore::Batch& batch) override {
+    if (announcing) {
+      for (uint32_t slot : announced) batch.PutLine(slot, im->slots.BuildRecord(slot));
+      return;
+    }
     evictions.AddDeletes(batch);  // ahead of their slots' new records
     for (uint32_t slot : slots) batch.PutLine(slot, im->slots.BuildRecord(slot));
   }
+  bool NeedsSync() const override { return announcing; }
+  bool NeedsCacheFlush() const override { return announcing && flush_first; }
   Engine::Impl::PendingAnswer Committed(const Status& put) override {
-    return im->ReleaseWrite(*this, put);
+    return im->WriteBackCommitted(*this, put);
   }
 };
 
@@ -244,9 +261,14 @@ struct AsyncThrough final : IoCompletion, ReactorTask, CommitJob {
   std::vector<uint32_t> slots;      // kNoSlot: not cached
   std::vector<size_t> stripes;      // held exclusively, sorted
   std::vector<uint32_t> announced;  // slots whose records change before the origin does
+  std::vector<LineRecord> announced_records;  // built with the marks
   bool sync_first = false;          // announcements, or a recent eviction of a line
+  std::vector<uint32_t> hit_slots;  // NoteThroughHits's
   std::vector<AsyncIo> ios;         // the origin write, then the copies' writes
-  std::vector<std::pair<uint32_t, uint32_t>> copies;  // per copy's write: slot, block
+  struct Copy {
+    uint32_t slot, first, end;  // blocks [first, end) of the slot
+  };
+  std::vector<Copy> copies;         // per copy's write in `ios`
   ReactorEvictions evictions;       // victims of lines cached now
   RecordBatch emptied;              // slots left with no valid block
   size_t pending = 0;
@@ -300,6 +322,10 @@ class RecordCommitter {
 
  private:
   void Loop();
+  // Commits group_: the cache side flushed if a job needs it, every job's
+  // records in one store write, one sync if a job needs it, then the
+  // jobs' answers.
+  void CommitGroup();
 
   Engine::Impl& im_;
   Mutex mu_;

@@ -40,7 +40,8 @@ bool Engine::Impl::TryWriteThroughAsync(uint64_t offset, const uint8_t* in, uint
                                         bool fua, bool bypass, EngineCompletion* done,
                                         size_t& busy) {
   const CacheMode mode = EffectiveMode();
-  if ((mode == CacheMode::kWriteBack && !bypass) || offset % kBlockSize || length % kBlockSize ||
+  if ((mode == CacheMode::kWriteBack && !bypass) || dev.metadata->failed() ||
+      offset % kBlockSize || length % kBlockSize ||
       length > kMaxOnReactor || reinterpret_cast<uintptr_t>(in) % kSectorSize ||
       !dev.origin->submits_without_waiting()) {
     return false;
@@ -69,7 +70,7 @@ bool Engine::Impl::TryWriteThroughAsync(uint64_t offset, const uint8_t* in, uint
     state.throughs.Give(std::move(t));
     return false;
   }
-  slots.NoteHits(t->slots);
+  NoteThroughHits(*t);
   t->im = this;
   t->reactor = Reactor::Current();
   t->offset = offset;
@@ -86,8 +87,27 @@ bool Engine::Impl::TryWriteThroughAsync(uint64_t offset, const uint8_t* in, uint
   return true;
 }
 
+// The policy hears of a hit on a line with a valid block in the range, as
+// Lookup tells it on the workers.
+void Engine::Impl::NoteThroughHits(AsyncThrough& t) {
+  t.hit_slots.clear();
+  for (size_t i = 0; i < t.segments.size(); ++i) {
+    if (t.slots[i] == kNoSlot) continue;
+    for (uint32_t b = t.segments[i].first_block(); b < t.segments[i].end_block(); ++b) {
+      if (slots.Flags(t.slots[i], b) & kValid) {
+        t.hit_slots.push_back(t.slots[i]);
+        break;
+      }
+    }
+  }
+  slots.NoteHits(t.hit_slots);
+}
+
 // Step 1: what the origin write must wait for (MarkOverwrite with
 // origin_write, SyncIfRecentlyEvicted); nothing to wait for, no detour.
+// The records are built here, with the marks: built later, a sync that
+// completed meanwhile would make the marked blocks stable again and the
+// record call them clean while the origin takes the new data.
 void Engine::Impl::AnnounceThrough(AsyncThrough& t) {
   const uint64_t epoch = slots.FlushesStarted();
   t.announced.clear();
@@ -103,6 +123,8 @@ void Engine::Impl::AnnounceThrough(AsyncThrough& t) {
   t.sync_first = !t.announced.empty() || slots.AnyRecentlyEvicted(lines);
   lines.clear();
   if (!t.sync_first) return WriteThroughOrigin(t);
+  t.announced_records.resize(t.announced.size());
+  for (size_t k = 0; k < t.announced.size(); ++k) t.announced_records[k] = slots.BuildRecord(t.announced[k]);
   t.phase = AsyncThrough::kAnnouncing;
   async->committer.Commit(&t);  // then ThroughCommitted posts it back here
 }
@@ -126,10 +148,12 @@ void Engine::Impl::ThroughLanded(AsyncThrough& t) {
   WriteThroughCopies(t);
 }
 
-// Step 3: the cached blocks take the new data; in write-through, lines not
-// cached are cached whole (their blocks are the request's). After an origin
-// error, or in a mode that keeps no copy of written data, the cached blocks
-// are dropped: the cached copy may be older than the origin.
+// Step 3: the cached blocks take the new data; in write-through (not
+// bypassing) every block of the range is cached, in a line's slot or a
+// new one (the request's blocks are whole: nothing to fill). After an
+// origin error, or in a mode that keeps no copy of written data, the cached
+// blocks are dropped: the cached copy may be older than the origin. One
+// cache write per run of blocks, as UpdateCachedBlocks does.
 void Engine::Impl::WriteThroughCopies(AsyncThrough& t) {
   t.phase = AsyncThrough::kCopies;
   const bool keep = t.keep_copies && t.result.ok();
@@ -140,25 +164,29 @@ void Engine::Impl::WriteThroughCopies(AsyncThrough& t) {
     const Segment& seg = t.segments[i];
     const uint8_t* seg_data = src;
     src += seg.end - seg.begin;
-    bool whole_new = false;
     if (t.slots[i] == kNoSlot) {
-      if (!keep || !t.allocate || !admission.AdmitOnMiss(seg.line)) continue;
+      if (!keep || !t.allocate || dev.metadata->failed() || !admission.AdmitOnMiss(seg.line)) continue;
       std::optional<uint32_t> slot = TakeSlotOnReactor(seg.line, t.stripes, t.segments, t.evictions);
       if (!slot) continue;  // no free slot nor clean victim at hand: not cached
       t.slots[i] = *slot;
-      whole_new = true;
     }
-    for (uint32_t b = seg.first_block(); b < seg.end_block(); ++b) {
+    const uint32_t slot = t.slots[i];
+    for (uint32_t b = seg.first_block(); b < seg.end_block();) {
       if (!keep) {
-        slots.Invalidate(t.slots[i], b);
-      } else if (whole_new || (slots.Flags(t.slots[i], b) & kValid)) {
-        const uint8_t* block = seg_data + size_t{b - seg.first_block()} * kBlockSize;
-        t.ios.emplace_back();
-        t.ios.back().request = {IoOp::kWrite, SlotOffset(t.slots[i], b), kBlockSize,
-                                const_cast<uint8_t*>(block), Status()};
-        t.ios.back().done = &t;
-        t.copies.push_back({t.slots[i], b});
+        slots.Invalidate(slot, b++);
+        continue;
       }
+      const auto wanted = [&](uint32_t x) { return t.allocate || (slots.Flags(slot, x) & kValid); };
+      if (!wanted(b)) { ++b; continue; }
+      uint32_t e = b + 1;
+      while (e < seg.end_block() && wanted(e)) ++e;
+      const uint8_t* run = seg_data + size_t{b - seg.first_block()} * kBlockSize;
+      t.ios.emplace_back();
+      t.ios.back().request = {IoOp::kWrite, SlotOffset(slot, b), uint64_t{e - b} * kBlockSize,
+                              const_cast<uint8_t*>(run), Status()};
+      t.ios.back().done = &t;
+      t.copies.push_back({slot, b, e});
+      b = e;
     }
   }
   if (t.ios.empty()) return CopiesLanded(t);
@@ -171,13 +199,15 @@ void Engine::Impl::WriteThroughCopies(AsyncThrough& t) {
 void Engine::Impl::CopiesLanded(AsyncThrough& t) {
   const uint64_t epoch = slots.FlushesStarted();
   for (size_t k = 0; k < t.ios.size(); ++k) {
-    const AsyncIo& io = t.ios[k];
-    const auto [slot, block] = t.copies[k];
-    if (io.request.status.ok()) {
-      slots.MarkValidClean(slot, block, Crc32c(static_cast<const uint8_t*>(io.request.buffer), kBlockSize), epoch);
-    } else {
-      CountCacheError(stats.cache_write_err);  // the block is dropped; the origin has it
-      slots.Invalidate(slot, block);
+    const AsyncThrough::Copy& c = t.copies[k];
+    const auto* data = static_cast<const uint8_t*>(t.ios[k].request.buffer);
+    if (!t.ios[k].request.status.ok()) {
+      CountCacheError(stats.cache_write_err);  // the blocks are dropped; the origin has them
+      for (uint32_t b = c.first; b < c.end; ++b) slots.Invalidate(c.slot, b);
+      continue;
+    }
+    for (uint32_t b = c.first; b < c.end; ++b) {
+      slots.MarkValidClean(c.slot, b, Crc32c(data + size_t{b - c.first} * kBlockSize, kBlockSize), epoch);
     }
   }
   for (uint32_t slot : t.slots) {
@@ -192,7 +222,7 @@ void Engine::Impl::CopiesLanded(AsyncThrough& t) {
 // empty (step 4).
 void Engine::Impl::AddThroughRecords(AsyncThrough& t, MetadataStore::Batch& batch) {
   if (t.phase == AsyncThrough::kAnnouncing) {
-    for (uint32_t slot : t.announced) batch.PutLine(slot, slots.BuildRecord(slot));
+    for (size_t k = 0; k < t.announced.size(); ++k) batch.PutLine(t.announced[k], t.announced_records[k]);
     return;
   }
   t.evictions.AddDeletes(batch);

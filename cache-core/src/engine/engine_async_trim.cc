@@ -5,8 +5,9 @@
 // rewrites it whole); the records put by the committer, and synced when
 // dirty or stable data was dropped (it must stay dropped) or when the
 // origin is trimmed next (its records must be gone for good before the
-// origin changes under them); then the origin's discard, on the reactor,
-// with the stripes still held, so that no write to those lines can land on
+// origin changes under them); then the origin's discard, on the reactor
+// (or the continuation thread, for a device whose discard waits), with the
+// stripes still held, so that no write to those lines can land on
 // the origin before it; then the stripes let go and the answer. A trim over
 // a line being cleaned goes to the workers (they wait for the cleaner's
 // older copy to land first).
@@ -83,7 +84,10 @@ void Engine::Impl::AddTrimRecords(AsyncTrim& t, MetadataStore::Batch& batch) {
 Engine::Impl::PendingAnswer Engine::Impl::TrimCommitted(AsyncTrim& t, const Status& put) {
   if (!t.emptied.emptied.empty()) slots.FreeEmptied(t.emptied);  // their deletes are in the store now
   if (put.ok() && t.discard_origin) {
-    t.reactor->Post(&t);  // the origin's discard, back on its reactor
+    // The origin's discard: back on its reactor, or where waiting for it
+    // holds up no reactor (an io_uring device discards synchronously).
+    if (dev.origin->discards_without_waiting()) t.reactor->Post(&t);
+    else async->continuations.Run({AsyncJob::kContinue, 0, 0, nullptr, false, false, nullptr, &t});
     return {nullptr, Status::Ok(), false};
   }
   EngineCompletion* done = t.done;

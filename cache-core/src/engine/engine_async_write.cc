@@ -117,8 +117,11 @@ bool Engine::Impl::TryWriteBackAsync(uint64_t offset, const uint8_t* in, uint64_
   slots.FindEach(w->segments.size(), [&w](size_t i) { return w->segments[i].line; }, w->slots);
   // Held from the decision to the records (see WriteBackSegment).
   w->epoch = slots.EnterWrite();
-  // The mode again once the epoch is held (see WriteBackWanted).
-  if (EffectiveMode() != CacheMode::kWriteBack || !WritableWithoutAnnouncing(*w) ||
+  // The mode again once the epoch is held (see WriteBackWanted). A write
+  // that announces places no line (a failed announcement would leave the
+  // new slots and their victims half done).
+  const bool all_cached = std::find(w->slots.begin(), w->slots.end(), SlotTable::kNoSlot) == w->slots.end();
+  if (EffectiveMode() != CacheMode::kWriteBack || (!all_cached && !WritableWithoutAnnouncing(*w)) ||
       !AllLinesPlaced(*w)) {
     slots.LeaveWrite(w->epoch);
     ReleaseStripes(w->stripes, true);
@@ -139,15 +142,51 @@ bool Engine::Impl::TryWriteBackAsync(uint64_t offset, const uint8_t* in, uint64_
       else ++w->tally.misses;
     }
   }
-  PlanWrites(*w);
+  w->announcing = PlanAnnouncements(*w);
   ReachedStep("write-back-1-decided");  // a test point
+  if (w->announcing) {
+    w->resume.w = w.get();
+    w->resume.reactor = Reactor::Current();
+    state.committer.Commit(w.release());  // then WriteBackCommitted posts it back here
+    return true;
+  }
+  SubmitWriteBack(*w.release());  // owned by its completions from here
+  return true;
+}
+
+bool Engine::Impl::PlanAnnouncements(AsyncWrite& w) {
+  w.announced.clear();
+  w.flush_first = false;
+  for (size_t i = 0; i < w.segments.size(); ++i) {
+    const Segment& seg = w.segments[i];
+    w.flush_first = w.flush_first ||
+                    slots.PromisedButUnflushed(w.slots[i], seg.first_block(), seg.end_block(), w.epoch);
+  }
+  for (size_t i = 0; i < w.segments.size(); ++i) {
+    const Segment& seg = w.segments[i];
+    if (slots.MarkOverwrite(w.slots[i], seg.first_block(), seg.end_block(), /*origin_write=*/false, w.epoch)) {
+      w.announced.push_back(w.slots[i]);
+    }
+  }
+  return !w.announced.empty();
+}
+
+void Engine::Impl::SubmitWriteBack(AsyncWrite& w) {
+  w.announcing = false;
+  PlanWrites(w);
   // One count more than the writes, dropped after the last is submitted: a
   // device that completes inline cannot finish the write under this loop.
-  w->pending = w->ios.size() + 1;
-  AsyncWrite* write = w.release();  // owned by its completions from here
-  for (AsyncIo& io : write->ios) dev.cache->Submit(io);
-  write->IoDone(write->ios.front());
-  return true;
+  w.pending = w.ios.size() + 1;
+  for (AsyncIo& io : w.ios) dev.cache->Submit(io);
+  w.IoDone(w.ios.front());
+}
+
+Engine::Impl::PendingAnswer Engine::Impl::WriteBackCommitted(AsyncWrite& w, const Status& put) {
+  if (w.announcing && put.ok()) {
+    w.resume.reactor->Post(&w.resume);  // the data, back on its reactor
+    return {nullptr, Status::Ok(), false};
+  }
+  return ReleaseWrite(w, put);  // recorded, or the announcement failed (nothing written)
 }
 
 void Engine::Impl::WriteBackLanded(AsyncWrite& w) {
@@ -256,30 +295,43 @@ void RecordCommitter::Loop() {
     group_.swap(queue_);
     busy_ = true;
     lock.Unlock();
-    // Each request still holds its lines' stripes: their state is read
-    // here as its reactor left it (handed over under mu_).
-    records_.Clear();
-    bool sync = false;
-    for (CommitJob* job : group_) {
-      job->AddRecords(records_);
-      sync = sync || job->NeedsSync();
-    }
-    const Status put = records_.empty() ? Status::Ok() : im_.ApplyRecords(records_, false);
-    // One sync for every announcement of the group (and the evictions
-    // listed before it): grouped, as concurrent flushes are.
-    const Status synced = put.ok() && sync ? im_.SyncMetadata() : put;
-    // Every request lets go of its lines before any is answered: a
-    // client's completion may take its time, or ask for those lines.
-    for (CommitJob* job : group_) answers_.push_back(job->Committed(job->NeedsSync() ? synced : put));
-    for (Engine::Impl::PendingAnswer& a : answers_) {
-      if (a.done != nullptr) im_.Send(std::move(a));
-    }
-    answers_.clear();
-    group_.clear();
+    CommitGroup();
     lock.Lock();
     busy_ = false;
     if (queue_.empty()) idle_cv_.notify_all();
   }
+}
+
+// Each request still holds its lines' stripes: their state is read here as
+// its reactor left it (handed over under mu_).
+void RecordCommitter::CommitGroup() {
+  bool sync = false, flush = false;
+  for (CommitJob* job : group_) {
+    sync = sync || job->NeedsSync();
+    flush = flush || job->NeedsCacheFlush();
+  }
+  // Before any record promising data that a running sync may not have
+  // flushed yet (AnnounceOverwrite's first step), once for the group.
+  const Status flushed = flush ? im_.FlushCacheSide() : Status::Ok();
+  records_.Clear();
+  for (CommitJob* job : group_) {
+    if (flushed.ok() || !job->NeedsCacheFlush()) job->AddRecords(records_);
+  }
+  const Status put = records_.empty() ? Status::Ok() : im_.ApplyRecords(records_, false);
+  // One sync for every announcement of the group (and the evictions listed
+  // before it): grouped, as concurrent flushes are.
+  const Status synced = put.ok() && sync ? im_.SyncMetadata() : put;
+  // Every request lets go of its lines before any is answered: a client's
+  // completion may take its time, or ask for those lines.
+  for (CommitJob* job : group_) {
+    const bool unflushed = !flushed.ok() && job->NeedsCacheFlush();
+    answers_.push_back(job->Committed(unflushed ? flushed : job->NeedsSync() ? synced : put));
+  }
+  for (Engine::Impl::PendingAnswer& a : answers_) {
+    if (a.done != nullptr) im_.Send(std::move(a));
+  }
+  answers_.clear();
+  group_.clear();
 }
 
 }  // namespace cachecore

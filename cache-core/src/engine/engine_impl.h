@@ -160,7 +160,12 @@ struct Engine::Impl {
   // commit on a worker for FUA).
   bool WritableWithoutAnnouncing(const AsyncWrite& write) const;
   bool AllLinesPlaced(AsyncWrite& write);
+  // The announcements a write over dirty data a sync may promise needs
+  // (AnnounceOverwrite's marks; their records are put and synced by the
+  // committer, after a cache-side flush when one is due). False: none.
+  bool PlanAnnouncements(AsyncWrite& write);
   void PlanWrites(AsyncWrite& write);
+  void SubmitWriteBack(AsyncWrite& write);
   void WriteBackLanded(AsyncWrite& write);
 
   void FinishWriteBack(AsyncWrite& write);
@@ -174,6 +179,9 @@ struct Engine::Impl {
     bool fua;  // answered once a group commit covered it
   };
   PendingAnswer ReleaseWrite(AsyncWrite& write, Status result);
+  // The committer's answer for a write: announced (back to its reactor for
+  // the data, no answer yet), recorded, or failed.
+  PendingAnswer WriteBackCommitted(AsyncWrite& write, const Status& put);
   void Send(PendingAnswer answer);
   // A read that misses, served on the calling reactor
   // (engine_async_miss.cc) when the origin's requests do not wait there
@@ -190,6 +198,7 @@ struct Engine::Impl {
   // Its steps: the announcements (put and synced by the committer when
   // needed), the origin write, the copies' writes (lines not cached take a
   // slot first, in write-through), the records, the answer.
+  void NoteThroughHits(AsyncThrough& t);
   void AnnounceThrough(AsyncThrough& t);
   void WriteThroughOrigin(AsyncThrough& t);
   void ThroughLanded(AsyncThrough& t);

@@ -96,6 +96,8 @@ class BlockDevice {
   // device (io_uring, NBD, memory): requests that reach this device are
   // served on a reactor only then. By default false: Submit waits.
   virtual bool submits_without_waiting() const { return false; }
+  // The same for discards (io_uring devices discard synchronously).
+  virtual bool discards_without_waiting() const { return submits_without_waiting(); }
 
   Status Read(uint64_t offset, void* buffer, uint64_t length);
   Status Write(uint64_t offset, const void* buffer, uint64_t length);

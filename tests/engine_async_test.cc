@@ -573,6 +573,50 @@ TEST_F(EngineAsyncTest, ShutdownCompletesAndSyncsWhatTheWorkersTook) {
   for (size_t i = 0; i < kWrites; ++i) EXPECT_TRUE(HasPattern(rig_.engine(), i * kBlock, kBlock, 13));
 }
 
+// A request over 1 MiB runs on the reactor as parts of at most 1 MiB, each
+// a request of its own, and is answered once all are (a FUA write after a
+// sync covered every part): it took a worker each before.
+TEST(EngineAsyncSplitTest, RequestsOverAMebibyteRunOnTheReactorInParts) {
+  RigOptions options;
+  options.origin_size = 16 << 20;
+  options.cache_data_size = 8 << 20;
+  EngineRig rig(options);
+  EngineConfig config;
+  config.line_size = 64 * 1024;
+  config.mode = CacheMode::kWriteBack;
+  config.sequential_cutoff = 0;
+  config.background_cleaner = false;
+  ASSERT_TRUE(rig.Create(config).ok());
+  rig.cache().CompleteOutOfOrder(true);
+  constexpr uint64_t kBytes = 3 * (1 << 20) + 512 * 1024;
+  AlignedBuffer data(kBytes), got(kBytes);
+  FillPattern(data.data(), 0, kBytes, 4);
+  Completions write(1);
+  OnReactor([&] { rig.engine().WriteAsync(0, data.data(), kBytes, false, write.at(0)); }, write, 1);
+  EXPECT_EQ(write.failed(), 0u) << write.last_error();
+  EXPECT_EQ(write.on_workers(), 0u);
+  // The same with FUA (answered by the group commit's round, on a worker).
+  Completions fua(1);
+  OnReactor([&] { rig.engine().WriteAsync(0, data.data(), kBytes, true, fua.at(0)); }, fua, 1);
+  EXPECT_EQ(fua.failed(), 0u) << fua.last_error();
+  Completions read(1);
+  OnReactor([&] { rig.engine().ReadAsync(0, got.data(), kBytes, read.at(0)); }, read, 1);
+  EXPECT_EQ(read.failed(), 0u) << read.last_error();
+  EXPECT_EQ(read.on_workers(), 0u);
+  EXPECT_EQ(std::memcmp(got.data(), data.data(), kBytes), 0);
+  EXPECT_EQ(rig.engine().stats().read_hits, kBytes / kBlock);
+  EXPECT_EQ(rig.engine().stats().requests_in_flight, 0u);
+  // FUA: durable once answered, every part.
+  ASSERT_TRUE(rig.PowerCutAndReopen(config, PowerCutMode::kDropUnsynced).ok());
+  EXPECT_TRUE(HasPattern(rig.engine(), 0, kBytes, 4));
+  Completions trim(1);
+  OnReactor([&] { rig.engine().DiscardAsync(0, kBytes, trim.at(0)); }, trim, 1);
+  EXPECT_EQ(trim.failed(), 0u) << trim.last_error();
+  EXPECT_EQ(trim.on_workers(), 0u);
+  EXPECT_EQ(rig.engine().stats().occupancy_lines, 0u);
+  EXPECT_TRUE(rig.engine().CheckRecordsAgreeForTest().ok());
+}
+
 TEST_F(EngineAsyncTest, OffAReactorEverythingRunsOnTheWorkers) {
   ASSERT_TRUE(WritePattern(rig_.engine(), 0, kBlock, 2).ok());
   AlignedBuffer got(kBlock);

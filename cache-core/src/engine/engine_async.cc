@@ -267,6 +267,7 @@ void Engine::Impl::RunOnReactor(AsyncJob job, ParkedRequest* parked) {
     if (parked != nullptr) async->parked.Give(std::unique_ptr<ParkedRequest>(parked));
     return Answer(job.done, Status::Busy("the cache is shut down"));
   }
+  if (job.length > kMaxOnReactor) return SplitOnReactor(job);  // never a part
   size_t busy = kNoStripe;
   const bool served = TryOnReactor(job, busy);
   if (!served && busy != kNoStripe) {
@@ -281,6 +282,54 @@ void Engine::Impl::RunOnReactor(AsyncJob job, ParkedRequest* parked) {
   // Not for a reactor (or the stripe was let go just now, with a thread
   // about to take it): the workers wait where a reactor may not.
   if (!served) Workers().Run(job);
+}
+
+// ---- requests over kMaxOnReactor, in parts
+
+void Engine::Impl::SplitOnReactor(const AsyncJob& job) {
+  SplitRequest* split = Async().splits.Take().release();
+  const size_t parts = (job.length + kMaxOnReactor - 1) / kMaxOnReactor;
+  split->im = this;
+  split->done = job.done;
+  split->fua = job.kind == AsyncJob::kWrite && job.fua;
+  split->left.store(parts);
+  {
+    MutexLock lock(split->mu);
+    split->first_error = Status::Ok();
+  }
+  // Each part is answered as a request of its own (stats.Answered).
+  for (size_t i = 1; i < parts; ++i) stats.Taken();
+  for (size_t i = 0; i < parts; ++i) {
+    const uint64_t at = uint64_t{i} * kMaxOnReactor;
+    AsyncJob part = job;
+    part.offset = job.offset + at;
+    part.length = std::min<uint64_t>(kMaxOnReactor, job.length - at);
+    if (part.buffer != nullptr) part.buffer = job.buffer + at;
+    part.fua = false;
+    part.done = split;
+    RunOnReactor(part, nullptr);  // `split` may be answered and reused after the last
+  }
+}
+
+void Engine::Impl::PartDone(SplitRequest& split, Status status) {
+  if (!status.ok()) {
+    MutexLock lock(split.mu);
+    if (split.first_error.ok()) split.first_error = std::move(status);
+  }
+  if (split.left.fetch_sub(1) != 1) return;
+  EngineCompletion* done = split.done;
+  const bool fua = split.fua;
+  Status result;
+  {
+    MutexLock lock(split.mu);
+    result = std::move(split.first_error);
+  }
+  async->splits.Give(std::unique_ptr<SplitRequest>(&split));
+  if (fua && result.ok()) {
+    stats.Taken();  // the sync answers it as a request
+    return GroupSyncAsync(done);  // durable once a sync covered every part
+  }
+  done->Done(std::move(result));
 }
 
 // ---- the entry points

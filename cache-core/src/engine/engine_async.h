@@ -102,6 +102,20 @@ struct ParkedRequest final : StripeWaiter, ReactorTask {
   void Run() override { im->RunOnReactor(job, this); }
 };
 
+// A request over kMaxOnReactor bytes, served on its reactor as parts of at
+// most that size (each a request of its own: its stripes, its records);
+// answered once every part is, with the first error, after a group commit
+// when it is a FUA write (its parts are not FUA).
+struct SplitRequest final : EngineCompletion {
+  Engine::Impl* im = nullptr;
+  EngineCompletion* done = nullptr;
+  bool fua = false;
+  std::atomic<size_t> left{0};
+  Mutex mu;
+  Status first_error GUARDED_BY(mu);
+  void Done(Status status) override { im->PartDone(*this, std::move(status)); }
+};
+
 // The victims a reactor request evicted for its lines (TakeSlotOnReactor):
 // the deletes of their records go into the store ahead of the records of
 // their slots' new lines (in the same batch); then EndEvictions lists the
@@ -358,6 +372,7 @@ struct AsyncState {
   RequestPool<AsyncTrim> trims;
   RequestPool<Engine::Impl::SyncWaiter> sync_waiters;
   RequestPool<ParkedRequest> parked;
+  RequestPool<SplitRequest> splits;
   std::atomic<bool> metadata_sync_queued{false};  // one kSyncMetadata job at a time
   AsyncWorkers workers;
   RecordCommitter committer;

@@ -58,6 +58,7 @@ struct ReactorEvictions;  // engine_async.h
 struct ParkedRequest;     // engine_async.h
 struct AsyncThrough;      // engine_async.h
 struct AsyncTrim;         // engine_async.h
+struct SplitRequest;      // engine_async.h
 struct AsyncJob;          // engine_async.h
 
 // A synchronous client request, counted in flight while it lives.
@@ -223,6 +224,9 @@ struct Engine::Impl {
   // tried again (`parked`: the request, when this is that retry), or run
   // on the workers.
   void RunOnReactor(AsyncJob job, ParkedRequest* parked);
+  // A request over kMaxOnReactor bytes, as parts on the calling reactor.
+  void SplitOnReactor(const AsyncJob& job);
+  void PartDone(SplitRequest& split, Status status);
   bool TryOnReactor(const AsyncJob& job, size_t& busy);
   // Its steps: the reads (cached runs from the cache, missing runs from the
   // origin); once they land, the proof of the cached blocks (or the whole

@@ -1,14 +1,19 @@
-// The engine's asynchronous requests: what engine_async.cc (hits on the
-// reactor, the workers, the entry points) and engine_async_write.cc
-// (write-back writes on the reactor) share. Not a public header.
+// The engine's asynchronous requests: what engine_async.cc (the entry
+// points, parking, parts, the workers), engine_async_write.cc (write-back
+// writes, the record committer), engine_async_miss.cc (misses),
+// engine_async_through.cc (writes in the other modes) and
+// engine_async_trim.cc (trims) share. Not a public header.
 //
 // A request served on a reactor holds its lines' stripes (tried, never
-// waited for: a reactor never blocks on a stripe) from its decision until
-// its state is written, across its I/O; another thread may let them go (a
-// StripeLock belongs to no thread). What would block (a busy stripe, a line
-// to allocate, an announcement to sync, a failed cache write, a FUA write's
-// sync) goes to the workers: the whole request when nothing is decided yet,
-// its rest (kContinue) when its stripes are held.
+// waited for: a reactor never blocks on a stripe; a request that finds one
+// busy parks on it and is tried again when it is let go) from its decision
+// until its state is written, across its I/O; another thread may let them
+// go (a StripeLock belongs to no thread). What must wait for the store (its
+// records, an announcement's sync, a cache-side flush) goes to the record
+// committer and comes back; a failed cache write's rest goes to the
+// continuation thread (kContinue); what the reactor paths do not handle
+// (requests not in whole blocks, a checksum to repair, a dirty victim to
+// clean) goes to the workers whole, before anything is decided.
 #pragma once
 
 #include <atomic>

@@ -205,12 +205,7 @@ bool Engine::Impl::TryReadHitAsync(uint64_t offset, uint8_t* out, uint64_t lengt
   }
   slots.NoteHits(hit->slots);
   PlanHitReads(*hit);
-  // One count more than the reads, dropped after the last is submitted: a
-  // device that completes inline cannot finish the hit under this loop.
-  hit->pending = hit->ios.size() + 1;
-  AsyncHit* h = hit.release();  // owned by its completions from here
-  for (AsyncIo& io : h->ios) dev.cache->Submit(io);
-  h->IoDone(h->ios.front());
+  SubmitAll(*dev.cache, *hit.release());  // owned by its completions from here
   return true;
 }
 

@@ -33,6 +33,17 @@ constexpr uint64_t kMaxOnReactor = 1 << 20;
 
 constexpr size_t kNoStripe = SIZE_MAX;
 
+// Submits every one of `ios` (not empty) to `device` for `owner`, whose
+// `pending` counts one more than the requests until the last is submitted:
+// a device that completes inline cannot finish the request under this loop.
+// `owner` may be gone when this returns.
+template <typename Owner>
+void SubmitAll(BlockDevice& device, Owner& owner) {
+  owner.pending = owner.ios.size() + 1;
+  for (AsyncIo& io : owner.ios) device.Submit(io);
+  owner.IoDone(owner.ios.front());
+}
+
 struct AsyncJob {
   enum Kind {
     kRead, kWrite, kDiscard,  // a request, by the synchronous paths
@@ -251,10 +262,7 @@ struct AsyncMiss final : IoCompletion, CommitJob {
   }
   void AddRecords(MetadataStore::Batch& batch) override {
     evictions.AddDeletes(batch);  // ahead of their slots' new records
-    for (uint32_t slot : promoted) {
-      if (im->slots.ValidBlocks(slot) > 0) batch.PutLine(slot, im->slots.BuildRecord(slot));
-    }
-    for (const auto& [line, slot] : emptied.emptied) batch.DeleteLine(slot);
+    im->AddLineRecords(promoted, emptied, batch);
   }
   Engine::Impl::PendingAnswer Committed(const Status&) override { return im->FinishMiss(*this); }
 };
@@ -278,6 +286,7 @@ struct AsyncThrough final : IoCompletion, ReactorTask, CommitJob {
   Status result;
   std::vector<Segment> segments;
   std::vector<uint32_t> slots;      // kNoSlot: not cached
+  std::vector<uint64_t> lines;      // of the segments, for AnyRecentlyEvicted
   std::vector<size_t> stripes;      // held exclusively, sorted
   std::vector<uint32_t> announced;  // slots whose records change before the origin does
   std::vector<LineRecord> announced_records;  // built with the marks

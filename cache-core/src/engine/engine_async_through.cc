@@ -111,17 +111,16 @@ void Engine::Impl::NoteThroughHits(AsyncThrough& t) {
 void Engine::Impl::AnnounceThrough(AsyncThrough& t) {
   const uint64_t epoch = slots.FlushesStarted();
   t.announced.clear();
-  std::vector<uint64_t>& lines = t.evictions.lines;  // scratch: empty until step 3
+  t.lines.clear();
   for (size_t i = 0; i < t.segments.size(); ++i) {
-    lines.push_back(t.segments[i].line);
+    t.lines.push_back(t.segments[i].line);
     const uint32_t slot = t.slots[i];
     if (slot != kNoSlot && slots.MarkOverwrite(slot, t.segments[i].first_block(), t.segments[i].end_block(),
                                                /*origin_write=*/true, epoch)) {
       t.announced.push_back(slot);
     }
   }
-  t.sync_first = !t.announced.empty() || slots.AnyRecentlyEvicted(lines);
-  lines.clear();
+  t.sync_first = !t.announced.empty() || slots.AnyRecentlyEvicted(t.lines);
   if (!t.sync_first) return WriteThroughOrigin(t);
   t.announced_records.resize(t.announced.size());
   for (size_t k = 0; k < t.announced.size(); ++k) t.announced_records[k] = slots.BuildRecord(t.announced[k]);
@@ -190,10 +189,7 @@ void Engine::Impl::WriteThroughCopies(AsyncThrough& t) {
     }
   }
   if (t.ios.empty()) return CopiesLanded(t);
-  // One count more than the writes, dropped after the last is submitted.
-  t.pending = t.ios.size() + 1;
-  for (AsyncIo& io : t.ios) dev.cache->Submit(io);
-  t.IoDone(t.ios.front());
+  SubmitAll(*dev.cache, t);
 }
 
 void Engine::Impl::CopiesLanded(AsyncThrough& t) {
@@ -225,11 +221,8 @@ void Engine::Impl::AddThroughRecords(AsyncThrough& t, MetadataStore::Batch& batc
     for (size_t k = 0; k < t.announced.size(); ++k) batch.PutLine(t.announced[k], t.announced_records[k]);
     return;
   }
-  t.evictions.AddDeletes(batch);
-  for (uint32_t slot : t.slots) {
-    if (slot != kNoSlot && slots.ValidBlocks(slot) > 0) batch.PutLine(slot, slots.BuildRecord(slot));
-  }
-  for (const auto& [line, slot] : t.emptied.emptied) batch.DeleteLine(slot);
+  t.evictions.AddDeletes(batch);  // ahead of their slots' new records
+  AddLineRecords(t.slots, t.emptied, batch);
 }
 
 Engine::Impl::PendingAnswer Engine::Impl::ThroughCommitted(AsyncThrough& t, const Status& put) {

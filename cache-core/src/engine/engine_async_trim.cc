@@ -75,10 +75,7 @@ void Engine::Impl::DropTrimmedBlocks(AsyncTrim& t) {
 }
 
 void Engine::Impl::AddTrimRecords(AsyncTrim& t, MetadataStore::Batch& batch) {
-  for (uint32_t slot : t.slots) {
-    if (slots.ValidBlocks(slot) > 0) batch.PutLine(slot, slots.BuildRecord(slot));
-  }
-  for (const auto& [line, slot] : t.emptied.emptied) batch.DeleteLine(slot);
+  AddLineRecords(t.slots, t.emptied, batch);
 }
 
 Engine::Impl::PendingAnswer Engine::Impl::TrimCommitted(AsyncTrim& t, const Status& put) {

@@ -174,11 +174,7 @@ bool Engine::Impl::PlanAnnouncements(AsyncWrite& w) {
 void Engine::Impl::SubmitWriteBack(AsyncWrite& w) {
   w.announcing = false;
   PlanWrites(w);
-  // One count more than the writes, dropped after the last is submitted: a
-  // device that completes inline cannot finish the write under this loop.
-  w.pending = w.ios.size() + 1;
-  for (AsyncIo& io : w.ios) dev.cache->Submit(io);
-  w.IoDone(w.ios.front());
+  SubmitAll(*dev.cache, w);
 }
 
 Engine::Impl::PendingAnswer Engine::Impl::WriteBackCommitted(AsyncWrite& w, const Status& put) {

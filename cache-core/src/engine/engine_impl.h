@@ -248,6 +248,12 @@ struct Engine::Impl {
   std::optional<uint32_t> TakeSlotOnReactor(uint64_t line, std::span<const size_t> held,
                                             std::span<const Segment> keep,
                                             ReactorEvictions& evictions);
+  // The records of `touched` slots (kNoSlot entries skipped) that still hold
+  // a valid block, then the deletes of the slots `emptied` left empty: what
+  // a reactor request puts once its blocks have landed (after its victims'
+  // deletes).
+  void AddLineRecords(std::span<const uint32_t> touched, const RecordBatch& emptied,
+                      MetadataStore::Batch& batch);
   // Once the victims' deletes are in the store: lists the evictions, lets
   // their stripes go, and empties `evictions`.
   void EndEvictions(ReactorEvictions& evictions);

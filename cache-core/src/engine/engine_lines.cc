@@ -93,6 +93,14 @@ std::optional<uint32_t> Engine::Impl::TakeSlotOnReactor(uint64_t line, std::span
   return slot;
 }
 
+void Engine::Impl::AddLineRecords(std::span<const uint32_t> touched, const RecordBatch& emptied,
+                                  MetadataStore::Batch& batch) {
+  for (uint32_t slot : touched) {
+    if (slot != SlotTable::kNoSlot && slots.ValidBlocks(slot) > 0) batch.PutLine(slot, slots.BuildRecord(slot));
+  }
+  for (const auto& [line, slot] : emptied.emptied) batch.DeleteLine(slot);
+}
+
 void Engine::Impl::EndEvictions(ReactorEvictions& evictions) {
   slots.ListEvictions(evictions.lines);  // their deletes are in the store
   for (size_t stripe : evictions.stripes) stripes[stripe].unlock();

@@ -202,7 +202,6 @@ struct AsyncWrite final : IoCompletion, ReactorTask, CommitJob {
   std::vector<AsyncIo> ios;      // the cache writes, adjacent segments in one
   std::vector<uint32_t> io_of;   // per segment: its write in `ios`
   ReactorEvictions evictions;    // victims of its lines' placement
-  std::vector<uint32_t> announced;  // slots whose records announce, synced before the data
   bool announcing = false;          // those records are with the committer
   bool flush_first = false;         // a running sync promises a block maybe not on the cache yet
   struct Resume final : ReactorTask {  // back on its reactor once announced
@@ -221,10 +220,7 @@ struct AsyncWrite final : IoCompletion, ReactorTask, CommitJob {
   // On a worker, after a cache write failed: the rest blocks.
   void Run() override { im->FinishWriteBack(*this); }
   void AddRecords(MetadataStore::Batch& batch) override {
-    if (announcing) {
-      for (uint32_t slot : announced) batch.PutLine(slot, im->slots.BuildRecord(slot));
-      return;
-    }
+    if (announcing) return im->MarkAnnouncements(*this, batch);
     evictions.AddDeletes(batch);  // ahead of their slots' new records
     for (uint32_t slot : slots) batch.PutLine(slot, im->slots.BuildRecord(slot));
   }

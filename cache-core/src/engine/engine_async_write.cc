@@ -155,20 +155,28 @@ bool Engine::Impl::TryWriteBackAsync(uint64_t offset, const uint8_t* in, uint64_
 }
 
 bool Engine::Impl::PlanAnnouncements(AsyncWrite& w) {
-  w.announced.clear();
+  if (WritableWithoutAnnouncing(w)) return false;
   w.flush_first = false;
   for (size_t i = 0; i < w.segments.size(); ++i) {
     const Segment& seg = w.segments[i];
     w.flush_first = w.flush_first ||
                     slots.PromisedButUnflushed(w.slots[i], seg.first_block(), seg.end_block(), w.epoch);
   }
+  return true;
+}
+
+// On the committer, once the cache side is flushed when it had to be (the
+// write's stripes and epoch held): AnnounceOverwrite's marks and records.
+// Marked on the reactor, a failed flush left the marks behind, and a later
+// write in the epoch rewrote the block unannounced while a running sync
+// promised its older data.
+void Engine::Impl::MarkAnnouncements(AsyncWrite& w, MetadataStore::Batch& batch) {
   for (size_t i = 0; i < w.segments.size(); ++i) {
     const Segment& seg = w.segments[i];
     if (slots.MarkOverwrite(w.slots[i], seg.first_block(), seg.end_block(), /*origin_write=*/false, w.epoch)) {
-      w.announced.push_back(w.slots[i]);
+      batch.PutLine(w.slots[i], slots.BuildRecord(w.slots[i]));
     }
   }
-  return !w.announced.empty();
 }
 
 void Engine::Impl::SubmitWriteBack(AsyncWrite& w) {

@@ -161,10 +161,11 @@ struct Engine::Impl {
   // commit on a worker for FUA).
   bool WritableWithoutAnnouncing(const AsyncWrite& write) const;
   bool AllLinesPlaced(AsyncWrite& write);
-  // The announcements a write over dirty data a sync may promise needs
-  // (AnnounceOverwrite's marks; their records are put and synced by the
-  // committer, after a cache-side flush when one is due). False: none.
+  // Whether a write over dirty data a sync may promise must announce, and
+  // whether the cache side must be flushed first (AnnounceOverwrite's
+  // steps, which the committer then runs: MarkAnnouncements).
   bool PlanAnnouncements(AsyncWrite& write);
+  void MarkAnnouncements(AsyncWrite& write, MetadataStore::Batch& batch);
   void PlanWrites(AsyncWrite& write);
   void SubmitWriteBack(AsyncWrite& write);
   void WriteBackLanded(AsyncWrite& write);

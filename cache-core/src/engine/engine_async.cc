@@ -102,7 +102,7 @@ AsyncWorkers& Engine::Impl::Workers() { return Async().workers; }
 
 void Engine::Impl::QueueMetadataSyncIf(bool due) {
   // Bounds the unsynced evictions, off the reactor, one job at a time.
-  if (due && !Async().metadata_sync_queued.exchange(true)) Workers().Run({AsyncJob::kSyncMetadata});
+  if (due && !Async().metadata_sync_queued.exchange(true)) async->syncs.Run({AsyncJob::kSyncMetadata});
 }
 
 void Engine::Impl::AsyncDeleter::operator()(AsyncState* state) const { delete state; }
@@ -244,11 +244,32 @@ void Engine::Impl::FinishReadHit(AsyncHit& hit) {
 
 // ---- parked on a busy stripe
 
+namespace {
+
+bool InWholeBlocks(const AsyncJob& j) {
+  return j.offset % kBlockSize == 0 && j.length % kBlockSize == 0 &&
+         reinterpret_cast<uintptr_t>(j.buffer) % kSectorSize == 0;
+}
+
+// The whole blocks that cover the request: what a reactor's request holds.
+uint64_t CoveredBytes(const AsyncJob& j) {
+  const uint64_t end = (j.offset + j.length + kBlockSize - 1) / kBlockSize * kBlockSize;
+  return end - j.offset / kBlockSize * kBlockSize;
+}
+
+}  // namespace
+
 bool Engine::Impl::TryOnReactor(const AsyncJob& j, size_t& busy) {
   if (j.kind == AsyncJob::kDiscard) return TryTrimAsync(j.offset, j.length, j.done, busy);
+  if (!InWholeBlocks(j)) return TryEdgesAsync(j, busy);
+  return TryWholeBlocksOnReactor(j, busy);
+}
+
+bool Engine::Impl::TryWholeBlocksOnReactor(const AsyncJob& j, size_t& busy, const std::vector<size_t>* held) {
   if (j.kind == AsyncJob::kWrite) {
-    if (TryWriteBackAsync(j.offset, j.buffer, j.length, j.fua, j.bypass, j.done, busy)) return true;
-    return busy == kNoStripe && TryWriteThroughAsync(j.offset, j.buffer, j.length, j.fua, j.bypass, j.done, busy);
+    if (TryWriteBackAsync(j.offset, j.buffer, j.length, j.fua, j.bypass, j.done, busy, held)) return true;
+    return busy == kNoStripe &&
+           TryWriteThroughAsync(j.offset, j.buffer, j.length, j.fua, j.bypass, j.done, busy, held);
   }
   if (TryReadHitAsync(j.offset, j.buffer, j.length, j.bypass, j.done, busy)) return true;
   // A stripe busy for a hit is busy for a miss too.
@@ -262,7 +283,7 @@ void Engine::Impl::RunOnReactor(AsyncJob job, ParkedRequest* parked) {
     if (parked != nullptr) async->parked.Give(std::unique_ptr<ParkedRequest>(parked));
     return Answer(job.done, Status::Busy("the cache is shut down"));
   }
-  if (job.length > kMaxOnReactor) return SplitOnReactor(job);  // never a part
+  if (CoveredBytes(job) > kMaxOnReactor) return SplitOnReactor(job);  // never a part
   size_t busy = kNoStripe;
   const bool served = TryOnReactor(job, busy);
   if (!served && busy != kNoStripe) {
@@ -281,9 +302,12 @@ void Engine::Impl::RunOnReactor(AsyncJob job, ParkedRequest* parked) {
 
 // ---- requests over kMaxOnReactor, in parts
 
+// Cut at multiples of kMaxOnReactor on the volume, so that the whole
+// blocks covering a part not in whole blocks stay within the limit.
 void Engine::Impl::SplitOnReactor(const AsyncJob& job) {
   SplitRequest* split = Async().splits.Take().release();
-  const size_t parts = (job.length + kMaxOnReactor - 1) / kMaxOnReactor;
+  const uint64_t end = job.offset + job.length;
+  const size_t parts = (end - 1) / kMaxOnReactor - job.offset / kMaxOnReactor + 1;
   split->im = this;
   split->done = job.done;
   split->fua = job.kind == AsyncJob::kWrite && job.fua;
@@ -294,12 +318,13 @@ void Engine::Impl::SplitOnReactor(const AsyncJob& job) {
   }
   // Each part is answered as a request of its own (stats.Answered).
   for (size_t i = 1; i < parts; ++i) stats.Taken();
+  uint64_t at = job.offset;
   for (size_t i = 0; i < parts; ++i) {
-    const uint64_t at = uint64_t{i} * kMaxOnReactor;
     AsyncJob part = job;
-    part.offset = job.offset + at;
-    part.length = std::min<uint64_t>(kMaxOnReactor, job.length - at);
-    if (part.buffer != nullptr) part.buffer = job.buffer + at;
+    part.offset = at;
+    part.length = std::min<uint64_t>((at / kMaxOnReactor + 1) * kMaxOnReactor, end) - at;
+    if (part.buffer != nullptr) part.buffer = job.buffer + (at - job.offset);
+    at += part.length;
     part.fua = false;
     part.done = split;
     RunOnReactor(part, nullptr);  // `split` may be answered and reused after the last
@@ -360,6 +385,7 @@ void Engine::Impl::DrainWorkers() {
   async->continuations.Drain();
   async->committer.Drain();
   async->workers.Drain();
+  async->syncs.Drain();
 }
 
 void Engine::DiscardAsync(uint64_t offset, uint64_t length, EngineCompletion* done) {

@@ -132,6 +132,39 @@ struct SplitRequest final : EngineCompletion {
   void Done(Status status) override { im->PartDone(*this, std::move(status)); }
 };
 
+// A read or write not in whole blocks, or in memory unfit for direct I/O,
+// on its reactor (engine_async_edges.cc): the whole blocks that cover it go
+// through a buffer of its own as a request of their own (hit, miss,
+// write-back or write-through, as any), answered to this, which copies a
+// read's bytes out and answers the caller. A write with partial blocks
+// first holds its lines' stripes and reads those blocks' other bytes (from
+// the cache where valid, else from the origin), then hands the stripes to
+// the whole-block write: nothing changes the blocks in between.
+struct AsyncEdges final : IoCompletion, ReactorTask, EngineCompletion {
+  Engine::Impl* im = nullptr;
+  Reactor* reactor = nullptr;
+  AsyncJob job{AsyncJob::kRead};  // as the caller sent it
+  uint64_t begin = 0, end = 0;    // the whole blocks that cover it
+  AlignedBuffer bounce;           // [begin, end); keeps its size in the pool
+  std::vector<Segment> segments;  // of [begin, end)
+  std::vector<size_t> stripes;    // a write with partial blocks: held exclusively, sorted
+  std::vector<AsyncIo> ios;       // the partial blocks' reads (at most two)
+  struct Edge {
+    bool from_cache;  // else from the origin
+    uint32_t crc;     // the cached block's, to prove it
+  };
+  std::vector<Edge> edges;  // per read in `ios`
+  size_t pending = 0;
+
+  void IoDone(AsyncIo&) override {
+    if (--pending == 0) reactor->Post(this);
+  }
+  // Back on the reactor once the partial blocks are read.
+  void Run() override { im->WriteWithEdges(*this); }
+  // The whole blocks' answer.
+  void Done(Status status) override { im->EdgesAnswered(*this, std::move(status)); }
+};
+
 // The victims a reactor request evicted for its lines (TakeSlotOnReactor):
 // the deletes of their records go into the store ahead of the records of
 // their slots' new lines (in the same batch); then EndEvictions lists the
@@ -365,15 +398,19 @@ class RecordCommitter {
 
 struct AsyncState {
   AsyncState(Engine::Impl& im, uint32_t threads)
-      : workers(im, threads, "cachectl-worker"), committer(im), continuations(im, 1, "cachectl-rest") {}
+      : workers(im, threads, "cachectl-worker"),
+        committer(im),
+        continuations(im, 1, "cachectl-rest"),
+        syncs(im, 1, "cachectl-sync") {}
   // Runs what is queued and joins every thread, the continuations first,
-  // then the committer (both may hand a FUA write's sync to the workers),
-  // then the workers; called while the engine's `async` still points here
-  // (what runs meanwhile uses it).
+  // then the committer, then the workers (each may hand a FUA write's sync
+  // to the sync thread), then the sync thread; called while the engine's
+  // `async` still points here (what runs meanwhile uses it).
   void Stop() {
     continuations.Stop();
     committer.Stop();
     workers.Stop();
+    syncs.Stop();
   }
   RequestPool<AsyncHit> hits;
   RequestPool<AsyncWrite> writes;
@@ -383,6 +420,7 @@ struct AsyncState {
   RequestPool<Engine::Impl::SyncWaiter> sync_waiters;
   RequestPool<ParkedRequest> parked;
   RequestPool<SplitRequest> splits;
+  RequestPool<AsyncEdges> edges;
   std::atomic<bool> metadata_sync_queued{false};  // one kSyncMetadata job at a time
   AsyncWorkers workers;
   RecordCommitter committer;
@@ -391,6 +429,13 @@ struct AsyncState {
   // exactly what they hold (requests for the same lines, syncs waiting for
   // the epoch). What they run waits for no worker.
   AsyncWorkers continuations;
+  // The group commit's rounds for asynchronous waiters (kLeadSync) and the
+  // syncs that bound unsynced evictions (kSyncMetadata): on a thread of
+  // their own, so that a sync never waits behind requests, and requests
+  // (whatever they wait for) never hold up the sync that would answer them.
+  // A round waits only for writers of the epoch before it, which finish
+  // without this thread.
+  AsyncWorkers syncs;
 };
 
 }  // namespace cachecore

@@ -38,7 +38,7 @@ bool KeepsCopies(CacheMode mode) {
 
 bool Engine::Impl::TryWriteThroughAsync(uint64_t offset, const uint8_t* in, uint64_t length,
                                         bool fua, bool bypass, EngineCompletion* done,
-                                        size_t& busy) {
+                                        size_t& busy, const std::vector<size_t>* held) {
   const CacheMode mode = EffectiveMode();
   if ((mode == CacheMode::kWriteBack && !bypass) || dev.metadata->failed() ||
       offset % kBlockSize || length % kBlockSize ||
@@ -49,7 +49,9 @@ bool Engine::Impl::TryWriteThroughAsync(uint64_t offset, const uint8_t* in, uint
   AsyncState& state = Async();
   std::unique_ptr<AsyncThrough> t = state.throughs.Take();
   SplitIntoSegments(offset, length, t->segments);
-  if (!TryHoldStripes(t->segments, t->stripes, /*exclusive=*/true, busy)) {
+  if (held != nullptr) {
+    t->stripes = *held;
+  } else if (!TryHoldStripes(t->segments, t->stripes, /*exclusive=*/true, busy)) {
     state.throughs.Give(std::move(t));
     return false;
   }
@@ -66,7 +68,7 @@ bool Engine::Impl::TryWriteThroughAsync(uint64_t offset, const uint8_t* in, uint
     }
   }
   if (any_dirty || slots.AnyBeingCleaned(t->segments.front().line, t->segments.back().line)) {
-    ReleaseStripes(t->stripes, true);  // the workers write the cache, or wait for the cleaner
+    if (held == nullptr) ReleaseStripes(t->stripes, true);  // the workers write the cache, or wait for the cleaner
     state.throughs.Give(std::move(t));
     return false;
   }

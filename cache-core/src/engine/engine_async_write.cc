@@ -100,7 +100,8 @@ void Engine::Impl::PlanWrites(AsyncWrite& w) {
 }
 
 bool Engine::Impl::TryWriteBackAsync(uint64_t offset, const uint8_t* in, uint64_t length, bool fua,
-                                     bool bypass, EngineCompletion* done, size_t& busy) {
+                                     bool bypass, EngineCompletion* done, size_t& busy,
+                                     const std::vector<size_t>* held) {
   if (bypass || EffectiveMode() != CacheMode::kWriteBack || dev.metadata->failed() ||
       offset % kBlockSize || length % kBlockSize || length > kMaxOnReactor ||
       reinterpret_cast<uintptr_t>(in) % kSectorSize) {
@@ -109,7 +110,9 @@ bool Engine::Impl::TryWriteBackAsync(uint64_t offset, const uint8_t* in, uint64_
   AsyncState& state = Async();
   std::unique_ptr<AsyncWrite> w = state.writes.Take();
   SplitIntoSegments(offset, length, w->segments);
-  if (!TryHoldStripes(w->segments, w->stripes, /*exclusive=*/true, busy)) {
+  if (held != nullptr) {
+    w->stripes = *held;
+  } else if (!TryHoldStripes(w->segments, w->stripes, /*exclusive=*/true, busy)) {
     state.writes.Give(std::move(w));
     return false;
   }
@@ -124,7 +127,7 @@ bool Engine::Impl::TryWriteBackAsync(uint64_t offset, const uint8_t* in, uint64_
   if (EffectiveMode() != CacheMode::kWriteBack || (!all_cached && !WritableWithoutAnnouncing(*w)) ||
       !AllLinesPlaced(*w)) {
     slots.LeaveWrite(w->epoch);
-    ReleaseStripes(w->stripes, true);
+    if (held == nullptr) ReleaseStripes(w->stripes, true);
     state.writes.Give(std::move(w));
     return false;
   }

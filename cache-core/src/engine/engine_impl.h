@@ -54,6 +54,7 @@ struct AsyncState;   // engine_async.h
 struct AsyncHit;     // engine_async.h
 struct AsyncWrite;   // engine_async.h
 struct AsyncMiss;    // engine_async.h
+struct AsyncEdges;   // engine_async.h
 struct ReactorEvictions;  // engine_async.h
 struct ParkedRequest;     // engine_async.h
 struct AsyncThrough;      // engine_async.h
@@ -153,8 +154,12 @@ struct Engine::Impl {
   // A write-back write of whole blocks, served on the
   // calling reactor (engine_async_write.cc) when nothing in it would block.
   // False, with nothing done or counted, when it does not apply.
+  // `held`: the lines' stripes, already held exclusively by the caller
+  // (AsyncEdges); taken over when this returns true, still the caller's
+  // when false.
   bool TryWriteBackAsync(uint64_t offset, const uint8_t* in, uint64_t length, bool fua,
-                         bool bypass, EngineCompletion* done, size_t& busy);
+                         bool bypass, EngineCompletion* done, size_t& busy,
+                         const std::vector<size_t>* held = nullptr);
   // Its steps: whether each line may be written without an announcement;
   // the cache writes; once they land, the records (on a worker when a write
   // failed), the epoch and stripes let go, and the answer (after a group
@@ -196,7 +201,8 @@ struct Engine::Impl {
   // requests do not wait there and no line holds dirty data or is being
   // cleaned. False, with nothing done or counted, when it does not apply.
   bool TryWriteThroughAsync(uint64_t offset, const uint8_t* in, uint64_t length, bool fua,
-                            bool bypass, EngineCompletion* done, size_t& busy);
+                            bool bypass, EngineCompletion* done, size_t& busy,
+                            const std::vector<size_t>* held = nullptr);  // as TryWriteBackAsync's
   // Its steps: the announcements (put and synced by the committer when
   // needed), the origin write, the copies' writes (lines not cached take a
   // slot first, in write-through), the records, the answer.
@@ -229,6 +235,24 @@ struct Engine::Impl {
   void SplitOnReactor(const AsyncJob& job);
   void PartDone(SplitRequest& split, Status status);
   bool TryOnReactor(const AsyncJob& job, size_t& busy);
+  // A read or write of whole blocks in memory fit for direct I/O (`held`:
+  // as TryWriteBackAsync's, for a write).
+  bool TryWholeBlocksOnReactor(const AsyncJob& job, size_t& busy,
+                               const std::vector<size_t>* held = nullptr);
+  // A read or write not in whole blocks, or in memory unfit for direct
+  // I/O, served on the calling reactor through a buffer of its own
+  // (engine_async_edges.cc). False, with nothing done, when it does not
+  // apply (`busy`: a stripe to park on).
+  bool TryEdgesAsync(const AsyncJob& job, size_t& busy);
+  // Its steps, for a write with partial blocks: the stripes held, the
+  // partial blocks' other bytes read; once they land (back on the
+  // reactor), proven, the caller's bytes copied in, and the whole blocks
+  // written with the stripes handed over; the answer copied out.
+  bool PlanEdgeReads(AsyncEdges& edges);
+  void WriteWithEdges(AsyncEdges& edges);
+  bool EdgesProven(const AsyncEdges& edges) const;
+  void EdgesToWorkers(AsyncEdges& edges);
+  void EdgesAnswered(AsyncEdges& edges, Status status);
   // Its steps: the reads (cached runs from the cache, missing runs from the
   // origin); once they land, the proof of the cached blocks (or the whole
   // read again on the workers), the promotion's cache writes; once those

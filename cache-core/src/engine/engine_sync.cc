@@ -97,11 +97,11 @@ void Engine::Impl::GroupSyncAsync(EngineCompletion* done) {
     MutexLock lock(sync_group.mu);
     w->ticket = ++sync_group.asked;
     sync_group.waiting.push_back(w.release());
-    // A running sync hands on at its end; otherwise a worker leads one.
+    // A running sync hands on at its end; otherwise the sync thread leads one.
     lead = !sync_group.running && !sync_group.lead_queued;
     if (lead) sync_group.lead_queued = true;
   }
-  if (lead) Workers().Run({AsyncJob::kLeadSync});
+  if (lead) Async().syncs.Run({AsyncJob::kLeadSync});
 }
 
 void Engine::Impl::LeadQueuedSync() {
@@ -137,7 +137,7 @@ bool Engine::Impl::EndSyncRound(uint64_t covers, const Status& s, std::vector<Sy
   });
   sync_group.ended.notify_all();
   // A synchronous waiter left wakes and runs the next sync; without one,
-  // a worker does, for the asynchronous ones.
+  // the sync thread does, for the asynchronous ones.
   const bool hand_on = asynchronous_left && !synchronous_left && !sync_group.lead_queued;
   if (hand_on) sync_group.lead_queued = true;
   return hand_on;
@@ -157,7 +157,7 @@ Status Engine::Impl::RunSyncRound(uint64_t covers) {
 
 void Engine::Impl::AnswerSyncWaiters(std::vector<SyncWaiter*>& answered, bool hand_on) {
   // The next round first: an answer may take its time.
-  if (hand_on) Workers().Run({AsyncJob::kLeadSync});
+  if (hand_on) async->syncs.Run({AsyncJob::kLeadSync});
   for (SyncWaiter* w : answered) {
     EngineCompletion* done = w->answer;
     Status status = std::move(w->status);

@@ -1,0 +1,141 @@
+// Requests not in whole blocks (a client of 512-byte sectors), or in memory
+// unfit for direct I/O, on the reactor. The whole blocks that cover the
+// request go through a buffer of the request's own, as a request of their
+// own served by the reactor's paths for whole blocks (a hit, a miss, a
+// write-back or write-through write), whose answer comes back here: a
+// read's bytes are copied out, and the caller is answered.
+//
+// A write with partial blocks is a read-modify-write: the bytes of those
+// blocks it does not write must be what the volume holds, and stay so
+// until its whole blocks are written, or a write to the rest of such a
+// block in between would be lost. So it holds its lines' stripes
+// exclusively first (parking on a busy one), reads those blocks' other
+// bytes (from the cache when valid there, proven by their checksums; else
+// from the origin, which only a writer holding the stripe changes), copies
+// the caller's bytes in, and hands the stripes to the whole-block write.
+// What the reactor's paths do not take (a checksum that fails, a line that
+// cannot be placed without waiting) goes to the workers as the caller sent
+// it, with nothing done: their synchronous path reads and writes the
+// partial blocks under the same stripes.
+#include <cstring>
+
+#include "cachecore/metadata/checksum.h"
+#include "engine/engine_async.h"
+
+namespace cachecore {
+
+namespace {
+
+bool HasPartialBlocks(const AsyncJob& j) { return j.offset % kBlockSize || j.length % kBlockSize; }
+
+}  // namespace
+
+bool Engine::Impl::TryEdgesAsync(const AsyncJob& job, size_t& busy) {
+  const uint64_t begin = job.offset / kBlockSize * kBlockSize;
+  const uint64_t end = (job.offset + job.length + kBlockSize - 1) / kBlockSize * kBlockSize;
+  if (end - begin > kMaxOnReactor) return false;  // RunOnReactor splits such requests first
+  AsyncState& state = Async();
+  std::unique_ptr<AsyncEdges> e = state.edges.Take();
+  e->im = this;
+  e->reactor = Reactor::Current();
+  e->job = job;
+  e->begin = begin;
+  e->end = end;
+  e->bounce.Reserve(end - begin);
+  AsyncJob whole{job.kind, begin, end - begin, e->bounce.data(), job.fua, job.bypass, e.get()};
+  if (job.kind == AsyncJob::kWrite && HasPartialBlocks(job)) {
+    SplitIntoSegments(begin, end - begin, e->segments);
+    if (!TryHoldStripes(e->segments, e->stripes, /*exclusive=*/true, busy)) {
+      state.edges.Give(std::move(e));
+      return false;
+    }
+    if (!PlanEdgeReads(*e)) {
+      ReleaseStripes(e->stripes, true);
+      state.edges.Give(std::move(e));
+      return false;
+    }
+    e->pending = e->ios.size() + 1;
+    for (size_t i = 0; i < e->ios.size(); ++i) {
+      (e->edges[i].from_cache ? *dev.cache : *dev.origin).Submit(e->ios[i]);
+    }
+    AsyncEdges& owned = *e.release();  // its completions' from here
+    owned.IoDone(owned.ios.front());
+    return true;
+  }
+  e->stripes.clear();
+  if (job.kind == AsyncJob::kWrite) std::memcpy(e->bounce.data(), job.buffer, job.length);
+  if (!TryWholeBlocksOnReactor(whole, busy)) {
+    state.edges.Give(std::move(e));
+    return false;
+  }
+  e.release();  // answered by the whole blocks' request
+  return true;
+}
+
+// The partial blocks' reads, into their places in the buffer: FillEdges's
+// sources. False when the origin's requests would wait on the reactor.
+bool Engine::Impl::PlanEdgeReads(AsyncEdges& e) {
+  e.ios.clear();
+  e.edges.clear();
+  auto read = [&](uint64_t block_offset) {
+    const uint64_t line = block_offset / line_size;
+    const uint32_t b = static_cast<uint32_t>(block_offset % line_size / kBlockSize);
+    const std::optional<uint32_t> slot = slots.Find(line);
+    const bool cached = slot && (slots.Flags(*slot, b) & kValid);
+    e.ios.emplace_back();
+    AsyncIo& io = e.ios.back();
+    io.request = {IoOp::kRead, cached ? SlotOffset(*slot, b) : OriginOffset(line, b), kBlockSize,
+                  e.bounce.data() + (block_offset - e.begin), Status()};
+    io.done = &e;
+    e.edges.push_back({cached, cached ? slots.Crc(*slot, b) : 0});
+  };
+  const uint64_t first = e.begin, last = e.end - kBlockSize;
+  if (e.job.offset % kBlockSize) read(first);
+  if ((e.job.offset + e.job.length) % kBlockSize && (last != first || e.job.offset % kBlockSize == 0)) {
+    read(last);
+  }
+  bool from_origin = false;
+  for (const AsyncEdges::Edge& edge : e.edges) from_origin = from_origin || !edge.from_cache;
+  return !from_origin || dev.origin->submits_without_waiting();
+}
+
+bool Engine::Impl::EdgesProven(const AsyncEdges& e) const {
+  for (size_t i = 0; i < e.ios.size(); ++i) {
+    const IoRequest& r = e.ios[i].request;
+    if (!r.status.ok()) return false;
+    if (e.edges[i].from_cache && Crc32c(static_cast<const uint8_t*>(r.buffer), kBlockSize) != e.edges[i].crc) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// On the reactor, the partial blocks read, the stripes held.
+void Engine::Impl::WriteWithEdges(AsyncEdges& e) {
+  if (shut_down.load() || !EdgesProven(e)) return EdgesToWorkers(e);
+  std::memcpy(e.bounce.data() + (e.job.offset - e.begin), e.job.buffer, e.job.length);
+  const AsyncJob whole{AsyncJob::kWrite, e.begin, e.end - e.begin, e.bounce.data(), e.job.fua, e.job.bypass, &e};
+  size_t busy = kNoStripe;  // the stripes are held: none is busy
+  if (TryWholeBlocksOnReactor(whole, busy, &e.stripes)) return;  // the stripes are the write's now
+  EdgesToWorkers(e);
+}
+
+// Nothing written, nothing counted: the workers serve the request as sent
+// (after Shutdown, they answer as the synchronous calls do).
+void Engine::Impl::EdgesToWorkers(AsyncEdges& e) {
+  ReleaseStripes(e.stripes, true);
+  const AsyncJob job = e.job;
+  async->edges.Give(std::unique_ptr<AsyncEdges>(&e));
+  Workers().Run(job);
+}
+
+void Engine::Impl::EdgesAnswered(AsyncEdges& e, Status status) {
+  const AsyncJob job = e.job;
+  if (status.ok() && job.kind == AsyncJob::kRead) {
+    std::memcpy(job.buffer, e.bounce.data() + (job.offset - e.begin), job.length);
+  }
+  async->edges.Give(std::unique_ptr<AsyncEdges>(&e));
+  job.done->Done(std::move(status));  // the whole blocks' answer was counted
+}
+
+}  // namespace cachecore

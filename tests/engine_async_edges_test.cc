@@ -1,0 +1,211 @@
+// Requests not in whole blocks (512-byte sectors, as a filesystem of small
+// sectors or a database's direct I/O sends them), or in memory unfit for
+// direct I/O, served on the reactor: many writes to different sectors of
+// the same blocks at once all land (a partial block's read-modify-write
+// holds its stripe throughout), in write-back and write-through, durable
+// after a cut; unaligned reads; a partial block that fails its checksum is
+// left to the workers, which repair it.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "support/async_requests.h"
+#include "support/block_io.h"
+#include "support/engine_rig.h"
+
+namespace cachecore::testing {
+namespace {
+
+constexpr uint64_t kLine = 16 * 1024;  // 4 blocks
+constexpr uint64_t kSector = 512;
+
+struct Range {
+  uint64_t offset, length;
+};
+
+// Non-overlapping writes of sectors: eight to the eight sectors of block 1,
+// then writes across block and line boundaries, of partial blocks at both
+// ends, inside one block, and over lines not cached.
+std::vector<Range> SectorWrites() {
+  std::vector<Range> writes;
+  for (uint64_t s = 0; s < 8; ++s) writes.push_back({kBlock + s * kSector, kSector});
+  writes.push_back({3 * kBlock - kSector, 2 * kSector});                // blocks 2 and 3
+  writes.push_back({kLine - 3 * kSector, 5 * kSector});                 // across lines 0 and 1
+  writes.push_back({5 * kBlock + kSector, 2 * kBlock});                 // three blocks, partial at both ends
+  writes.push_back({7 * kBlock + 3 * kSector, kSector});                // inside one block
+  writes.push_back({20 * kLine + 7 * kSector, 3 * kBlock + kSector});   // lines not cached
+  return writes;
+}
+
+class EngineAsyncEdgesTest : public ::testing::Test {
+ protected:
+  void Create(CacheMode mode) {
+    config_.line_size = kLine;
+    config_.mode = mode;
+    config_.sequential_cutoff = 0;
+    config_.background_cleaner = false;
+    ASSERT_TRUE(rig_.Create(config_).ok());
+    rig_.cache().CompleteOutOfOrder(true);
+    rig_.origin().CompleteOutOfOrder(true);
+  }
+  // What the volume must hold: tag 1 over [0, bytes), tag 2 where written.
+  void Expect(uint64_t bytes, const std::vector<Range>& writes) {
+    want_ = AlignedBuffer(bytes);
+    FillPattern(want_.data(), 0, bytes, 1);
+    for (const Range& r : writes) FillPattern(want_.data() + r.offset, r.offset, r.length, 2);
+  }
+  // Every write at once on a reactor, each from its own place in a buffer
+  // of tag 2.
+  void WriteAllOnReactor(const std::vector<Range>& writes, bool fua, Completions& done) {
+    AlignedBuffer data(want_.size());
+    FillPattern(data.data(), 0, data.size(), 2);
+    OnReactor([&] {
+      for (size_t i = 0; i < writes.size(); ++i) {
+        rig_.engine().WriteAsync(writes[i].offset, data.data() + writes[i].offset, writes[i].length, fua,
+                                 done.at(i));
+      }
+    }, done, writes.size());
+  }
+  // Reads of odd ranges on a reactor, each compared with want_.
+  void ExpectReadsOnReactor() {
+    const std::vector<Range> reads = {{3 * kSector, 37 * kSector}, {kBlock + kSector, kSector},
+                                      {kLine - kSector, 3 * kSector}, {20 * kLine, 5 * kBlock + kSector}};
+    AlignedBuffer got(want_.size());
+    Completions done(reads.size());
+    OnReactor([&] {
+      for (size_t i = 0; i < reads.size(); ++i) {
+        rig_.engine().ReadAsync(reads[i].offset, got.data() + reads[i].offset, reads[i].length, done.at(i));
+      }
+    }, done, reads.size());
+    EXPECT_EQ(done.failed(), 0u) << done.last_error();
+    EXPECT_EQ(done.on_workers(), 0u);
+    for (const Range& r : reads) {
+      EXPECT_EQ(std::memcmp(got.data() + r.offset, want_.data() + r.offset, r.length), 0) << "at " << r.offset;
+    }
+  }
+  ::testing::AssertionResult VolumeAsExpected() {
+    AlignedBuffer got(want_.size());
+    Status s = rig_.engine().Read(0, got.data(), got.size());
+    if (!s.ok()) return ::testing::AssertionFailure() << s.ToString();
+    for (uint64_t i = 0; i < got.size(); ++i) {
+      if (got.data()[i] != want_.data()[i]) return ::testing::AssertionFailure() << "byte " << i << " differs";
+    }
+    return ::testing::AssertionSuccess();
+  }
+  static RigOptions Options() {
+    RigOptions options;
+    options.cache_data_size = 4 << 20;  // 256 lines
+    return options;
+  }
+  EngineRig rig_{Options()};
+  EngineConfig config_;
+  AlignedBuffer want_;
+};
+
+TEST_F(EngineAsyncEdgesTest, SectorWritesToTheSameBlocksAllLandInWriteBack) {
+  Create(CacheMode::kWriteBack);
+  constexpr uint64_t kBytes = 24 * kLine;
+  ASSERT_TRUE(WritePattern(rig_.engine(), 0, 4 * kLine, 1).ok());  // cached, dirty
+  AlignedBuffer rest(kBytes - 4 * kLine);
+  FillPattern(rest.data(), 4 * kLine, rest.size(), 1);
+  ASSERT_TRUE(rig_.raw_origin().Write(4 * kLine, rest.data(), rest.size()).ok());  // not cached
+  const std::vector<Range> writes = SectorWrites();
+  Expect(kBytes, writes);
+  Completions done(writes.size());
+  WriteAllOnReactor(writes, /*fua=*/false, done);
+  EXPECT_EQ(done.failed(), 0u) << done.last_error();
+  EXPECT_EQ(done.on_workers(), 0u);
+  EXPECT_EQ(rig_.engine().stats().requests_in_flight, 0u);
+  ExpectReadsOnReactor();
+  EXPECT_TRUE(VolumeAsExpected());
+  EXPECT_TRUE(rig_.engine().CheckRecordsAgreeForTest().ok());
+  // Durable once synced, every sector.
+  ASSERT_TRUE(rig_.engine().Sync().ok());
+  ASSERT_TRUE(rig_.PowerCutAndReopen(config_, PowerCutMode::kDropUnsynced).ok());
+  EXPECT_TRUE(VolumeAsExpected());
+}
+
+TEST_F(EngineAsyncEdgesTest, SectorWritesInWriteThroughReachTheOrigin) {
+  Create(CacheMode::kWriteThrough);
+  constexpr uint64_t kBytes = 24 * kLine;
+  AlignedBuffer all(kBytes);
+  FillPattern(all.data(), 0, kBytes, 1);
+  ASSERT_TRUE(rig_.raw_origin().Write(0, all.data(), kBytes).ok());
+  AlignedBuffer line(kLine);
+  for (uint64_t i = 0; i < 2; ++i) ASSERT_TRUE(rig_.engine().Read(i * kLine, line.data(), kLine).ok());  // cached
+  const std::vector<Range> writes = SectorWrites();
+  Expect(kBytes, writes);
+  Completions done(writes.size());
+  WriteAllOnReactor(writes, /*fua=*/true, done);
+  EXPECT_EQ(done.failed(), 0u) << done.last_error();
+  EXPECT_EQ(done.on_workers(), 0u);
+  EXPECT_EQ(rig_.engine().stats().dirty_lines, 0u);
+  ExpectReadsOnReactor();
+  EXPECT_TRUE(VolumeAsExpected());
+  EXPECT_TRUE(rig_.engine().CheckCleanDataForTest([](uint64_t) { return false; }).ok());
+  // FUA: on the origin once answered.
+  ASSERT_TRUE(rig_.PowerCutAndReopen(config_, PowerCutMode::kDropUnsynced).ok());
+  EXPECT_TRUE(VolumeAsExpected());
+  AlignedBuffer origin(kBytes);
+  ASSERT_TRUE(rig_.raw_origin().Read(0, origin.data(), kBytes).ok());
+  EXPECT_EQ(std::memcmp(origin.data(), want_.data(), kBytes), 0);
+}
+
+// Whole blocks in memory unfit for direct I/O go through the request's own
+// buffer, on the reactor.
+TEST_F(EngineAsyncEdgesTest, BuffersUnfitForDirectIoAreServedOnTheReactor) {
+  Create(CacheMode::kWriteBack);
+  constexpr uint64_t kBytes = 4 * kBlock;
+  std::vector<uint8_t> data(kBytes + 8), got(kBytes + 8);
+  FillPattern(data.data() + 8, 0, kBytes, 3);
+  Completions write(1), read(1);
+  OnReactor([&] { rig_.engine().WriteAsync(0, data.data() + 8, kBytes, false, write.at(0)); }, write, 1);
+  OnReactor([&] { rig_.engine().ReadAsync(0, got.data() + 8, kBytes, read.at(0)); }, read, 1);
+  EXPECT_EQ(write.failed() + read.failed(), 0u);
+  EXPECT_EQ(write.on_workers() + read.on_workers(), 0u);
+  EXPECT_EQ(std::memcmp(got.data() + 8, data.data() + 8, kBytes), 0);
+  EXPECT_TRUE(HasPattern(rig_.engine(), 0, kBytes, 3));
+}
+
+// A cached partial block that fails its checksum is not merged: the write
+// goes to the workers as sent, whose path repairs the block from the origin
+// (it is clean) and writes.
+TEST_F(EngineAsyncEdgesTest, APartialBlockThatFailsItsChecksumIsLeftToTheWorkers) {
+  Create(CacheMode::kWriteThrough);
+  ASSERT_TRUE(WritePattern(rig_.engine(), 0, kLine, 1).ok());  // cached, clean
+  ASSERT_TRUE(rig_.engine().Sync().ok());
+  AlignedBuffer junk(1 << 20);
+  std::memset(junk.data(), 0xA5, junk.size());
+  ASSERT_TRUE(rig_.raw_cache().Write(kDataOffset, junk.data(), junk.size()).ok());
+  const std::vector<Range> writes = {{kSector, kSector}};
+  Expect(kLine, writes);
+  Completions done(1);
+  WriteAllOnReactor(writes, /*fua=*/false, done);
+  EXPECT_EQ(done.failed(), 0u) << done.last_error();
+  EXPECT_EQ(done.on_workers(), 1u);
+  EXPECT_GE(rig_.engine().stats().errors.checksum_repaired, 1u);
+  EXPECT_TRUE(VolumeAsExpected());
+}
+
+// A request of partial blocks across a mebibyte of the volume is cut there,
+// each part within the reactor's limit.
+TEST_F(EngineAsyncEdgesTest, AnUnalignedMebibyteIsServedInParts) {
+  Create(CacheMode::kWriteBack);
+  constexpr uint64_t kBytes = 3 << 20;
+  AlignedBuffer all(kBytes);
+  FillPattern(all.data(), 0, kBytes, 1);
+  ASSERT_TRUE(rig_.raw_origin().Write(0, all.data(), kBytes).ok());
+  const std::vector<Range> writes = {{(1 << 20) - 3 * kSector, 1 << 20}};
+  Expect(kBytes, writes);
+  Completions done(1);
+  WriteAllOnReactor(writes, /*fua=*/true, done);
+  EXPECT_EQ(done.failed(), 0u) << done.last_error();
+  EXPECT_EQ(done.on_workers(), 0u);
+  EXPECT_EQ(rig_.engine().stats().requests_in_flight, 0u);
+  ASSERT_TRUE(rig_.PowerCutAndReopen(config_, PowerCutMode::kDropUnsynced).ok());
+  EXPECT_TRUE(VolumeAsExpected());
+}
+
+}  // namespace
+}  // namespace cachecore::testing

@@ -5,11 +5,11 @@
 // blocks proven by their checksums when they land, and the stripes let go
 // on the same thread. So are misses (engine_async_miss.cc), write-back
 // writes (engine_async_write.cc), writes in the other modes
-// (engine_async_through.cc) and trims (engine_async_trim.cc); syncs wait in
-// the group commit (engine_sync.cc). Anything else (a checksum that fails,
-// requests not in whole blocks, a write that must clean a dirty victim)
-// runs on the engine's workers through the synchronous paths, which handle
-// all of it.
+// (engine_async_through.cc), trims (engine_async_trim.cc) and requests not
+// in whole blocks (engine_async_edges.cc); syncs wait in the group commit
+// (engine_sync.cc). Anything else (a checksum that fails, a write that must
+// clean a dirty victim) runs on the engine's workers through the
+// synchronous paths, which handle all of it.
 #include <algorithm>
 
 #include "cachecore/metadata/checksum.h"

@@ -1,8 +1,9 @@
 // The engine's asynchronous requests: what engine_async.cc (the entry
 // points, parking, parts, the workers), engine_async_write.cc (write-back
 // writes, the record committer), engine_async_miss.cc (misses),
-// engine_async_through.cc (writes in the other modes) and
-// engine_async_trim.cc (trims) share. Not a public header.
+// engine_async_through.cc (writes in the other modes),
+// engine_async_trim.cc (trims) and engine_async_edges.cc (requests not in
+// whole blocks) share. Not a public header.
 //
 // A request served on a reactor holds its lines' stripes (tried, never
 // waited for: a reactor never blocks on a stripe; a request that finds one
@@ -12,8 +13,8 @@
 // records, an announcement's sync, a cache-side flush) goes to the record
 // committer and comes back; a failed cache write's rest goes to the
 // continuation thread (kContinue); what the reactor paths do not handle
-// (requests not in whole blocks, a checksum to repair, a dirty victim to
-// clean) goes to the workers whole, before anything is decided.
+// (a checksum to repair, a dirty victim to clean) goes to the workers
+// whole, before anything is decided.
 #pragma once
 
 #include <atomic>
@@ -157,9 +158,11 @@ struct AsyncEdges final : IoCompletion, ReactorTask, EngineCompletion {
   size_t pending = 0;
 
   void IoDone(AsyncIo&) override {
-    if (--pending == 0) reactor->Post(this);
+    if (--pending != 0) return;
+    if (Reactor::Current() == reactor) return Run();
+    reactor->Post(this);
   }
-  // Back on the reactor once the partial blocks are read.
+  // On its reactor once the partial blocks are read.
   void Run() override { im->WriteWithEdges(*this); }
   // The whole blocks' answer.
   void Done(Status status) override { im->EdgesAnswered(*this, std::move(status)); }

@@ -11,8 +11,11 @@
 // block in between would be lost. So it holds its lines' stripes
 // exclusively first (parking on a busy one), reads those blocks' other
 // bytes (from the cache when valid there, proven by their checksums; else
-// from the origin, which only a writer holding the stripe changes), copies
-// the caller's bytes in, and hands the stripes to the whole-block write.
+// from the origin, where only a holder of the stripe writes a block not
+// valid in the cache; a trim on the workers discards the origin after
+// letting its stripes go, and a block it trims may then read back as
+// before, which a trim allows), copies the caller's bytes in, and hands the
+// stripes to the whole-block write.
 // What the reactor's paths do not take (a checksum that fails, a line that
 // cannot be placed without waiting) goes to the workers as the caller sent
 // it, with nothing done: their synchronous path reads and writes the

@@ -419,6 +419,38 @@ TEST_F(EngineAsyncTest, RewritesOfSyncedDirtyDataAnnounceOnTheReactor) {
   EXPECT_TRUE(HasPattern(rig_.engine(), kBlock, 3 * kBlock, 3));
 }
 
+// A write over synced dirty data and over lines not cached announces, then
+// places those lines once the announcement is durable, on the reactor (it
+// took a worker before); a cut after it landed, before its records, reads
+// the new data of the rewritten line and the old of the others.
+TEST_F(EngineAsyncTest, AWriteThatAnnouncesPlacesItsNewLinesOnTheReactor) {
+  constexpr uint64_t kLine = 4 * kBlock;
+  ASSERT_TRUE(WritePattern(rig_.engine(), 0, 2 * kLine, 1).ok());
+  ASSERT_TRUE(rig_.engine().Sync().ok());
+  const uint64_t lines_before = rig_.engine().stats().occupancy_lines;
+  Completions done(1);
+  WriteOnReactor(rig_.engine(), 4, 1, 12, 2, false, done);  // line 1 (dirty, synced), lines 2 and 3
+  EXPECT_EQ(done.failed(), 0u) << done.last_error();
+  EXPECT_EQ(done.on_workers(), 0u);
+  EXPECT_EQ(rig_.engine().stats().occupancy_lines, lines_before + 2);
+  EXPECT_EQ(rig_.engine().stats().write_hits, 4u);  // line 1's
+  EXPECT_TRUE(rig_.engine().CheckRecordsAgreeForTest().ok());
+  EXPECT_TRUE(HasPattern(rig_.engine(), kLine, 3 * kLine, 2));
+  ASSERT_TRUE(rig_.PowerCutAndReopen(config_, PowerCutMode::kKeepUnsynced).ok());
+  EXPECT_TRUE(HasPattern(rig_.engine(), 0, kLine, 1));
+  EXPECT_TRUE(HasPattern(rig_.engine(), kLine, kLine, 2));
+  EXPECT_EQ(rig_.engine().stats().errors.checksum_failed, 0u);
+  // The new lines, not synced: each block the write's data or the origin's
+  // zeroes, never anything else.
+  AlignedBuffer got(kBlock), want(kBlock), zeroes(kBlock);
+  for (uint64_t b = 8; b < 16; ++b) {
+    ASSERT_TRUE(rig_.engine().Read(b * kBlock, got.data(), kBlock).ok());
+    FillPattern(want.data(), b * kBlock, kBlock, 2);
+    EXPECT_TRUE(std::memcmp(got.data(), want.data(), kBlock) == 0 ||
+                std::memcmp(got.data(), zeroes.data(), kBlock) == 0) << "block " << b;
+  }
+}
+
 TEST_F(EngineAsyncTest, AFuaWriteOnTheReactorIsDurableWhenAnswered) {
   ASSERT_TRUE(WritePattern(rig_.engine(), 0, 4 * kBlock, 1).ok());
   Completions done(4);

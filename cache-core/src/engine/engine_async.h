@@ -240,6 +240,7 @@ struct AsyncWrite final : IoCompletion, ReactorTask, CommitJob {
   ReactorEvictions evictions;    // victims of its lines' placement
   bool announcing = false;          // those records are with the committer
   bool flush_first = false;         // a running sync promises a block maybe not on the cache yet
+  bool place_later = false;         // announcing: its lines not cached are placed once it has
   struct Resume final : ReactorTask {  // back on its reactor once announced
     AsyncWrite* w = nullptr;
     Reactor* reactor = nullptr;

@@ -121,11 +121,15 @@ bool Engine::Impl::TryWriteBackAsync(uint64_t offset, const uint8_t* in, uint64_
   // Held from the decision to the records (see WriteBackSegment).
   w->epoch = slots.EnterWrite();
   // The mode again once the epoch is held (see WriteBackWanted). A write
-  // that announces places no line (a failed announcement would leave the
-  // new slots and their victims half done).
+  // that announces places its lines once announced, back on its reactor (a
+  // failed announcement would leave new slots and their victims half done);
+  // one whose stripes were handed over does not (if they could not be
+  // placed then, the workers would write the whole blocks with the stripes
+  // let go in between).
   const bool all_cached = std::find(w->slots.begin(), w->slots.end(), SlotTable::kNoSlot) == w->slots.end();
-  if (EffectiveMode() != CacheMode::kWriteBack || (!all_cached && !WritableWithoutAnnouncing(*w)) ||
-      !AllLinesPlaced(*w)) {
+  w->place_later = !all_cached && !WritableWithoutAnnouncing(*w);
+  if (EffectiveMode() != CacheMode::kWriteBack ||
+      (w->place_later ? held != nullptr || !admission.AdmitsEveryMiss() : !AllLinesPlaced(*w))) {
     slots.LeaveWrite(w->epoch);
     if (held == nullptr) ReleaseStripes(w->stripes, true);
     state.writes.Give(std::move(w));
@@ -141,7 +145,7 @@ bool Engine::Impl::TryWriteBackAsync(uint64_t offset, const uint8_t* in, uint64_
   w->tally = {};
   for (size_t i = 0; i < w->segments.size(); ++i) {
     for (uint32_t b = w->segments[i].first_block(); b < w->segments[i].end_block(); ++b) {
-      if (slots.Flags(w->slots[i], b) & kValid) ++w->tally.hits;
+      if (w->slots[i] != SlotTable::kNoSlot && (slots.Flags(w->slots[i], b) & kValid)) ++w->tally.hits;
       else ++w->tally.misses;
     }
   }
@@ -162,6 +166,7 @@ bool Engine::Impl::PlanAnnouncements(AsyncWrite& w) {
   w.flush_first = false;
   for (size_t i = 0; i < w.segments.size(); ++i) {
     const Segment& seg = w.segments[i];
+    if (w.slots[i] == SlotTable::kNoSlot) continue;  // placed once announced
     w.flush_first = w.flush_first ||
                     slots.PromisedButUnflushed(w.slots[i], seg.first_block(), seg.end_block(), w.epoch);
   }
@@ -176,6 +181,7 @@ bool Engine::Impl::PlanAnnouncements(AsyncWrite& w) {
 void Engine::Impl::MarkAnnouncements(AsyncWrite& w, MetadataStore::Batch& batch) {
   for (size_t i = 0; i < w.segments.size(); ++i) {
     const Segment& seg = w.segments[i];
+    if (w.slots[i] == SlotTable::kNoSlot) continue;  // placed once announced
     if (slots.MarkOverwrite(w.slots[i], seg.first_block(), seg.end_block(), /*origin_write=*/false, w.epoch)) {
       batch.PutLine(w.slots[i], slots.BuildRecord(w.slots[i]));
     }
@@ -184,8 +190,21 @@ void Engine::Impl::MarkAnnouncements(AsyncWrite& w, MetadataStore::Batch& batch)
 
 void Engine::Impl::SubmitWriteBack(AsyncWrite& w) {
   w.announcing = false;
+  if (w.place_later && !AllLinesPlaced(w)) return WriteBackToWorkers(w);
   PlanWrites(w);
   SubmitAll(*dev.cache, w);
+}
+
+// Announced, but its lines cannot all be placed without waiting: nothing
+// written, nothing counted, the workers write it (the marks stay: a block
+// marked overwritten that is not rewritten holds its own data still).
+void Engine::Impl::WriteBackToWorkers(AsyncWrite& w) {
+  slots.LeaveWrite(w.epoch);
+  ReleaseStripes(w.stripes, true);
+  // Only read from: the cast fits the job's one buffer field.
+  const AsyncJob job{AsyncJob::kWrite, w.offset, w.length, const_cast<uint8_t*>(w.in), w.fua, false, w.done};
+  async->writes.Give(std::unique_ptr<AsyncWrite>(&w));
+  Workers().Run(job);
 }
 
 Engine::Impl::PendingAnswer Engine::Impl::WriteBackCommitted(AsyncWrite& w, const Status& put) {

@@ -173,6 +173,7 @@ struct Engine::Impl {
   void MarkAnnouncements(AsyncWrite& write, MetadataStore::Batch& batch);
   void PlanWrites(AsyncWrite& write);
   void SubmitWriteBack(AsyncWrite& write);
+  void WriteBackToWorkers(AsyncWrite& write);
   void WriteBackLanded(AsyncWrite& write);
 
   void FinishWriteBack(AsyncWrite& write);

@@ -57,6 +57,7 @@ StatsReply StatsOf(Daemon& d) {
   ratio("hit_ratio", s.hit_ratio());
   num("promotions", s.promotions);
   num("bypassed", s.bypassed);
+  num("bypassed_no_space", s.bypassed_no_space);
   num("evictions", s.evictions);
   num("cleaner_writes", s.cleaner_writes);
   // requests.KIND: FUA writes and flushes as the front ends received them.

@@ -451,6 +451,47 @@ TEST_F(EngineAsyncTest, AWriteThatAnnouncesPlacesItsNewLinesOnTheReactor) {
   }
 }
 
+// In a cache full of dirty lines, on the reactor: read misses are served
+// from the origin and not promoted, writes to lines not cached go around
+// the cache to the origin (a line or several), and nothing is written to
+// the origin for them but the writes' own data.
+TEST(EngineAsyncFullTest, ACacheFullOfDirtyLinesIsGoneAroundOnTheReactor) {
+  EngineRig rig;  // 256 lines of 4 KiB
+  EngineConfig config;
+  config.line_size = 4096;
+  config.mode = CacheMode::kWriteBack;
+  config.sequential_cutoff = 0;
+  config.background_cleaner = false;
+  ASSERT_TRUE(rig.Create(config).ok());
+  rig.cache().CompleteOutOfOrder(true);
+  rig.origin().CompleteOutOfOrder(true);
+  ASSERT_TRUE(WritePattern(rig.engine(), 0, 256 * kBlock, 7).ok());
+  const uint64_t origin_writes = rig.origin().operations(kFaultWrite);
+  AlignedBuffer got(64 * kBlock);
+  Completions read(2);
+  OnReactor([&] {
+    rig.engine().ReadAsync(300 * kBlock, got.data(), kBlock, read.at(0));
+    rig.engine().ReadAsync(400 * kBlock, got.data() + kBlock, 16 * kBlock, read.at(1));
+  }, read, 2);
+  EXPECT_EQ(read.failed(), 0u) << read.last_error();
+  EXPECT_EQ(read.on_workers(), 0u);
+  EXPECT_EQ(rig.origin().operations(kFaultWrite), origin_writes);
+  Completions one(1), several(1);
+  WriteOnReactor(rig.engine(), 500, 1, 1, 9, false, one);
+  WriteOnReactor(rig.engine(), 600, 1, 16, 9, false, several);
+  EXPECT_EQ(one.failed() + several.failed(), 0u);
+  EXPECT_EQ(one.on_workers() + several.on_workers(), 0u);
+  EXPECT_EQ(rig.origin().operations(kFaultWrite), origin_writes + 2);  // the writes themselves
+  const StatsSnapshot s = rig.engine().stats();
+  EXPECT_EQ(s.dirty_lines, 256u);
+  EXPECT_EQ(s.occupancy_lines, 256u);
+  EXPECT_EQ(s.bypassed_no_space, 1u + 16 + 1 + 16);
+  EXPECT_TRUE(HasPattern(rig.engine(), 500 * kBlock, kBlock, 9));
+  EXPECT_TRUE(HasPattern(rig.engine(), 600 * kBlock, 16 * kBlock, 9));
+  EXPECT_TRUE(HasPattern(rig.engine(), 0, 256 * kBlock, 7));
+  EXPECT_TRUE(rig.engine().CheckRecordsAgreeForTest().ok());
+}
+
 TEST_F(EngineAsyncTest, AFuaWriteOnTheReactorIsDurableWhenAnswered) {
   ASSERT_TRUE(WritePattern(rig_.engine(), 0, 4 * kBlock, 1).ok());
   Completions done(4);

@@ -370,7 +370,7 @@ TEST_P(ConcurrencyTest, SustainedWritesLargerThanTheCacheWithAFlushInTheMiddle) 
   for (auto& th : writers) th.join();
   EXPECT_EQ(errors.load(), 0);
   StatsSnapshot st = e.stats();
-  EXPECT_GT(st.evictions, 0u);
+  EXPECT_GT(st.evictions + st.bypassed_no_space, 0u);  // the cache was full: lines made room, or writes went around
   EXPECT_GT(st.cleaned_blocks, 0u);
   AlignedBuffer got(4 * K), want(4 * K), newer(4 * K);
   for (uint64_t b = 0; b < kBlocks; ++b) {

@@ -59,10 +59,12 @@ struct FaultDevice::State {
   double rate = 0;
   unsigned always_ops = 0;
   uint64_t injected = 0;
+  uint64_t ran[4] = {};  // per kind (MaskOf bit), under mu
 
   // Decides, under mu, whether this operation fails.
   bool ShouldFail(IoOp op) {
     unsigned m = MaskOf(op);
+    for (unsigned kind = 0; kind < 4; ++kind) ran[kind] += (m >> kind) & 1u;
     bool fail = (always_ops & m) != 0;
     if ((nth_ops & m) && nth_countdown > 0 && --nth_countdown == 0) fail = true;
     if ((rate_ops & m) && std::uniform_real_distribution<double>(0, 1)(rng) < rate) fail = true;
@@ -208,6 +210,13 @@ void FaultDevice::ClearFaults() {
   state_->nth_ops = state_->rate_ops = state_->always_ops = 0;
   state_->nth_countdown = 0;
   state_->rate = 0;
+}
+
+uint64_t FaultDevice::operations(unsigned ops) const {
+  std::lock_guard lock(state_->mu);
+  uint64_t n = 0;
+  for (unsigned kind = 0; kind < 4; ++kind) n += (ops >> kind) & 1u ? state_->ran[kind] : 0;
+  return n;
 }
 
 uint64_t FaultDevice::injected_failures() const {

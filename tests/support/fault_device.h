@@ -55,6 +55,8 @@ class FaultDevice : public BlockDevice {
   void FailAlways(unsigned ops);
   void ClearFaults();
   uint64_t injected_failures() const;
+  // Operations of the kinds in `ops` run so far (failed ones too).
+  uint64_t operations(unsigned ops) const;
 
   // Simulates losing power: unsynced writes are dropped or torn as `mode` says.
   // The device works again afterwards, like a disk after a reboot.

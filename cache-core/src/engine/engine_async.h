@@ -246,7 +246,7 @@ struct AsyncWrite final : IoCompletion, ReactorTask, CommitJob {
     Reactor* reactor = nullptr;
     void Run() override { w->im->SubmitWriteBack(*w); }
   } resume;
-  std::vector<size_t> to_place;  // AllLinesPlaced's: segments not cached
+  std::vector<size_t> to_place;  // PlaceLines's: segments not cached
   std::vector<uint64_t> placed_lines;
   std::vector<uint32_t> placed_slots;
   size_t pending = 0;

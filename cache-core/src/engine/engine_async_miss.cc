@@ -162,9 +162,12 @@ bool Engine::Impl::PlanPromotion(AsyncMiss& m) {
     if (m.slots[i] == kNoSlot) {
       // A store that failed meanwhile takes no new line (nor evicts for one).
       if (dev.metadata->failed()) continue;
-      std::optional<uint32_t> slot;
-      if (admission.AdmitOnMiss(seg.line)) slot = TakeSlotOnReactor(seg.line, m.stripes, m.segments, m.evictions);
-      if (!slot) continue;  // no free slot nor clean victim at hand: not promoted
+      if (!admission.AdmitOnMiss(seg.line)) continue;
+      std::optional<uint32_t> slot = TakeSlotOnReactor(seg.line, m.stripes, m.segments, m.evictions);
+      if (!slot) {
+        LiveStats::Bump(stats.bypassed_no_space);  // no free slot nor clean victim at hand: not promoted
+        continue;
+      }
       m.slots[i] = *slot;
     }
     m.promoted.push_back(m.slots[i]);

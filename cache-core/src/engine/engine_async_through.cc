@@ -168,7 +168,10 @@ void Engine::Impl::WriteThroughCopies(AsyncThrough& t) {
     if (t.slots[i] == kNoSlot) {
       if (!keep || !t.allocate || dev.metadata->failed() || !admission.AdmitOnMiss(seg.line)) continue;
       std::optional<uint32_t> slot = TakeSlotOnReactor(seg.line, t.stripes, t.segments, t.evictions);
-      if (!slot) continue;  // no free slot nor clean victim at hand: not cached
+      if (!slot) {
+        LiveStats::Bump(stats.bypassed_no_space);  // no free slot nor clean victim at hand: not cached
+        continue;
+      }
       t.slots[i] = *slot;
     }
     const uint32_t slot = t.slots[i];

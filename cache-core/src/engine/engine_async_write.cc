@@ -36,22 +36,24 @@ bool Engine::Impl::WritableWithoutAnnouncing(const AsyncWrite& w) const {
 
 // A slot for every line not cached (when every miss is admitted): free
 // slots for all of them, or for a single one a clean victim's. All or
-// nothing, so that a write that goes to the workers leaves no slot taken;
-// the policy hears of hits on the lines that were cached only when the
-// write stays here. False when a line cannot be placed without waiting
-// (the workers then allocate, cleaning a dirty victim).
-bool Engine::Impl::AllLinesPlaced(AsyncWrite& w) {
+// nothing, so that a write that goes elsewhere leaves no slot taken; the
+// policy hears of hits on the lines that were cached only when the write
+// stays here. kNoSpace when no free or clean slot is at hand for them (for
+// several lines: fewer free and clean ones in the whole cache than they
+// need); kElsewhere when they could be placed, but not here (clean victims
+// for several lines, which the workers take one by one).
+Engine::Impl::Placement Engine::Impl::PlaceLines(AsyncWrite& w) {
   w.to_place.clear();
   for (size_t i = 0; i < w.segments.size(); ++i) {
     if (w.slots[i] != SlotTable::kNoSlot) continue;
     // With a miss filter a miss is recorded once, by the worker that then
     // allocates or writes around.
-    if (!admission.AdmitsEveryMiss()) return false;
+    if (!admission.AdmitsEveryMiss()) return Placement::kElsewhere;
     w.to_place.push_back(i);
   }
   if (w.to_place.empty()) {
     slots.NoteHits(w.slots);
-    return true;
+    return Placement::kPlaced;
   }
   w.placed_lines.clear();
   for (size_t i : w.to_place) w.placed_lines.push_back(w.segments[i].line);
@@ -61,14 +63,17 @@ bool Engine::Impl::AllLinesPlaced(AsyncWrite& w) {
     QueueMetadataSyncIf(sync_due);
   } else if (w.to_place.size() == 1) {
     std::optional<uint32_t> slot = TakeSlotOnReactor(w.placed_lines[0], w.stripes, w.segments, w.evictions);
-    if (!slot) return false;
+    if (!slot) return Placement::kNoSpace;
     w.placed_slots.push_back(*slot);
   } else {
-    return false;
+    const uint64_t cached = stats.occupancy_lines.load(std::memory_order_relaxed);
+    const uint64_t clean = cached - std::min(cached, stats.dirty_lines.load(std::memory_order_relaxed));
+    const bool room = slots.FreeSlots() + clean >= w.to_place.size();
+    return room ? Placement::kElsewhere : Placement::kNoSpace;
   }
   slots.NoteHits(w.slots);  // of the lines cached before (kNoSlot entries are skipped)
   for (size_t k = 0; k < w.to_place.size(); ++k) w.slots[w.to_place[k]] = w.placed_slots[k];
-  return true;
+  return Placement::kPlaced;
 }
 
 // One cache write per run of segments adjacent both in the cache and in
@@ -128,9 +133,21 @@ bool Engine::Impl::TryWriteBackAsync(uint64_t offset, const uint8_t* in, uint64_
   // let go in between).
   const bool all_cached = std::find(w->slots.begin(), w->slots.end(), SlotTable::kNoSlot) == w->slots.end();
   w->place_later = !all_cached && !WritableWithoutAnnouncing(*w);
-  if (EffectiveMode() != CacheMode::kWriteBack ||
-      (w->place_later ? held != nullptr || !admission.AdmitsEveryMiss() : !AllLinesPlaced(*w))) {
+  Placement placed = Placement::kElsewhere;
+  if (EffectiveMode() == CacheMode::kWriteBack) {
+    if (!w->place_later) placed = PlaceLines(*w);
+    else if (held == nullptr && admission.AdmitsEveryMiss()) placed = Placement::kPlaced;  // once announced
+  }
+  if (placed != Placement::kPlaced) {
     slots.LeaveWrite(w->epoch);
+    // No line of it cached, and no room for them: around the cache, as
+    // the workers would write it (never waiting for a line to be cleaned).
+    const bool around = placed == Placement::kNoSpace && w->to_place.size() == w->segments.size();
+    if (around && TryWriteThroughAsync(offset, in, length, fua, /*bypass=*/true, done, busy, &w->stripes)) {
+      LiveStats::Bump(stats.bypassed_no_space, w->segments.size());
+      state.writes.Give(std::move(w));
+      return true;  // the stripes are the write-around's now
+    }
     if (held == nullptr) ReleaseStripes(w->stripes, true);
     state.writes.Give(std::move(w));
     return false;
@@ -190,7 +207,7 @@ void Engine::Impl::MarkAnnouncements(AsyncWrite& w, MetadataStore::Batch& batch)
 
 void Engine::Impl::SubmitWriteBack(AsyncWrite& w) {
   w.announcing = false;
-  if (w.place_later && !AllLinesPlaced(w)) return WriteBackToWorkers(w);
+  if (w.place_later && PlaceLines(w) != Placement::kPlaced) return WriteBackToWorkers(w);
   PlanWrites(w);
   SubmitAll(*dev.cache, w);
 }

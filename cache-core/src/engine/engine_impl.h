@@ -94,12 +94,16 @@ struct Engine::Impl {
   }
 
   // ---- slots (engine_lines.cc; the state is the slot table's)
-  // A slot for `line` (caller holds its stripe). Evicts (cleaning first if
-  // needed) when the cache is full. Nothing when every candidate is busy.
+  // A slot for a request's `line` (caller holds its stripe): a free one, or
+  // a clean victim's (SlotTable::Allocate). Nothing, counted as
+  // bypassed_no_space, when neither is at hand: the request goes around.
   std::optional<uint32_t> Allocate(uint64_t line);
   // The same for a caller that holds the stripes `held` (sorted): a victim
   // in them needs no lock, and the lines of `keep` are never victims.
   std::optional<uint32_t> Allocate(uint64_t line, std::span<const size_t> held,
+                                   std::span<const Segment> keep);
+  // The same for no request (the mover's fills): nothing is counted.
+  std::optional<uint32_t> TakeSlot(uint64_t line, std::span<const size_t> held,
                                    std::span<const Segment> keep);
   // Applies `batch` to the store (synced with `sync`), then frees the slots
   // it emptied. Counts a failure.
@@ -165,7 +169,8 @@ struct Engine::Impl {
   // failed), the epoch and stripes let go, and the answer (after a group
   // commit on a worker for FUA).
   bool WritableWithoutAnnouncing(const AsyncWrite& write) const;
-  bool AllLinesPlaced(AsyncWrite& write);
+  enum class Placement { kPlaced, kNoSpace, kElsewhere };
+  Placement PlaceLines(AsyncWrite& write);
   // Whether a write over dirty data a sync may promise must announce, and
   // whether the cache side must be flushed first (AnnounceOverwrite's
   // steps, which the committer then runs: MarkAnnouncements).

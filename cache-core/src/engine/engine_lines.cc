@@ -27,7 +27,6 @@ class StripeVictims : public VictimHandler {
     taken_ = &im_.stripes[stripe];
     return true;
   }
-  Status Clean(uint32_t slot) override { return im_.CleanSlots({slot}); }
   void ApplyDelete(MetadataStore::Batch& batch) override {
     (void)im_.ApplyRecords(batch, false);  // counted; the slot is free either way
   }
@@ -63,9 +62,8 @@ class ReactorVictims : public VictimHandler {
     claimed.push_back(stripe);
     return true;
   }
-  // Never called: TakeSlotWithoutWaiting takes clean victims only and
-  // leaves the delete and the claim to the request.
-  Status Clean(uint32_t) override { return Status::Busy("a reactor never cleans a victim"); }
+  // Never called: TakeSlotWithoutWaiting leaves the delete and the claim to
+  // the request.
   void ApplyDelete(MetadataStore::Batch&) override {}
   void ReleaseClaim() override {}
 
@@ -129,6 +127,13 @@ std::optional<uint32_t> Engine::Impl::Allocate(uint64_t line) {
 }
 
 std::optional<uint32_t> Engine::Impl::Allocate(uint64_t line, std::span<const size_t> held,
+                                               std::span<const Segment> keep) {
+  std::optional<uint32_t> slot = TakeSlot(line, held, keep);
+  if (!slot) LiveStats::Bump(stats.bypassed_no_space);
+  return slot;
+}
+
+std::optional<uint32_t> Engine::Impl::TakeSlot(uint64_t line, std::span<const size_t> held,
                                                std::span<const Segment> keep) {
   StripeVictims victims(*this, held, keep);
   bool sync_due = false;

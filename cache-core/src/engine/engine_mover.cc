@@ -105,7 +105,8 @@ uint64_t Engine::Impl::FillLine(uint64_t line, uint8_t* buffer) {
       std::min<uint64_t>(blocks_per_line, (identity.origin_size - line * line_size) / kBlockSize));
   std::optional<uint32_t> slot = slots.Find(line);
   if (slot && slots.ValidBlocks(*slot) >= blocks) return 0;
-  if (!slot) slot = Allocate(line);
+  const size_t my_stripe = StripeIndex(line);
+  if (!slot) slot = TakeSlot(line, {&my_stripe, 1}, {});
   if (!slot) return 0;
   uint64_t moved = 0;
   for (uint32_t b = 0; b < blocks;) {

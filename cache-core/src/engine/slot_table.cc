@@ -12,6 +12,10 @@ namespace {
 // Evicted lines remembered until a metadata sync; past this many,
 // allocation asks for a sync (cheap next to the I/O that filled the cache).
 constexpr size_t kMaxUnsyncedEvictions = 1 << 16;
+// The candidates one allocation may refuse (dirty, being cleaned, their
+// stripe busy): a cache full of dirty lines would otherwise be walked whole
+// under mu_ for one request, which then goes around the cache anyway.
+constexpr uint64_t kVictimCandidates = 32;
 }  // namespace
 
 SlotTable::SlotTable(uint32_t capacity, uint32_t blocks_per_line, const CacheIdentity& identity,
@@ -236,16 +240,15 @@ bool SlotTable::TakeSlotLocked(uint32_t slot, uint64_t line) {
   return unsynced_evictions_.size() > kMaxUnsyncedEvictions;
 }
 
-std::optional<uint32_t> SlotTable::PickVictimLocked(VictimHandler& victims, bool clean_only,
-                                                    uint64_t max_looks) {
+std::optional<uint32_t> SlotTable::PickVictimLocked(VictimHandler& victims, uint64_t max_refusals) {
   return policy_->PickVictim(
       [&](uint32_t s) {
         mu_.AssertHeld();  // the policy calls back under mu_
         if (cleaning_.count(slot_line_[s])) return false;  // on its way to the origin
-        if (clean_only && slot_dirty_blocks_[s] > 0) return false;
+        if (slot_dirty_blocks_[s] > 0) return false;  // never cleaned for a request
         return victims.Claim(slot_line_[s]);
       },
-      max_looks);
+      max_refusals);
 }
 
 std::optional<uint32_t> SlotTable::TakeFreeSlot(uint64_t line, bool& sync_due) {
@@ -282,11 +285,7 @@ std::optional<uint32_t> SlotTable::TakeSlotWithoutWaiting(uint64_t line, VictimH
     sync_due = TakeSlotLocked(slot, line);
     return slot;
   }
-  // A few candidates only: a cache full of dirty (or hot) lines would
-  // otherwise be walked whole under mu_ for one request. A hot line looked
-  // at spends a hit, so the next request finds a victim sooner.
-  constexpr uint64_t kCandidates = 32;
-  std::optional<uint32_t> victim = PickVictimLocked(victims, /*clean_only=*/true, kCandidates);
+  std::optional<uint32_t> victim = PickVictimLocked(victims, kVictimCandidates);
   if (!victim) return std::nullopt;
   evicted = slot_line_[*victim];
   EvictLocked(*victim);
@@ -309,30 +308,15 @@ size_t SlotTable::FreeSlots() {
 std::optional<uint32_t> SlotTable::Allocate(uint64_t line, VictimHandler& victims, bool& sync_due) {
   MutexLock lock(mu_);
   sync_due = false;
-  for (int attempt = 0; attempt < 4; ++attempt) {
-    if (!free_slots_.empty()) {
-      uint32_t slot = free_slots_.back();
-      free_slots_.pop_back();
-      sync_due = TakeSlotLocked(slot, line);
-      return slot;
-    }
-    // Cache full: take a victim whose stripe nobody else holds.
-    std::optional<uint32_t> victim = PickVictimLocked(victims, /*clean_only=*/false, UINT64_MAX);
-    if (!victim) return std::nullopt;
-    if (slot_dirty_blocks_[*victim] > 0) {
-      // Dirty victim: clean it first. Its stripe is claimed, so nobody else
-      // touches it while mu_ is released for the I/O.
-      lock.Unlock();
-      Status cleaned = victims.Clean(*victim);
-      lock.Lock();
-      if (!cleaned.ok()) {
-        victims.ReleaseClaim();
-        continue;  // the policy offers another victim next time round
-      }
-    }
-    return HandOver(*victim, line, victims, sync_due);
+  if (!free_slots_.empty()) {
+    const uint32_t slot = free_slots_.back();
+    free_slots_.pop_back();
+    sync_due = TakeSlotLocked(slot, line);
+    return slot;
   }
-  return std::nullopt;
+  std::optional<uint32_t> victim = PickVictimLocked(victims, kVictimCandidates);
+  if (!victim) return std::nullopt;
+  return HandOver(*victim, line, victims, sync_due);
 }
 
 // The victim's slot goes to `line`. Its old record is deleted in the store,

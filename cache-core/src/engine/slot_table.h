@@ -79,13 +79,9 @@ class VictimHandler {
   // Called under mu_ (touch no slot-table state): whether the line may be
   // evicted now; true only if the caller holds its stripe or took it now.
   virtual bool Claim(uint64_t line) = 0;
-  // mu_ released, the victim's stripe claimed: writes its dirty blocks to
-  // the origin and marks them clean, durably.
-  virtual Status Clean(uint32_t slot) = 0;
   // mu_ released: applies the batch with the delete of the victim's record.
   virtual void ApplyDelete(MetadataStore::Batch& batch) = 0;
-  // Lets go of a stripe Claim took (after a failed Clean, or once the
-  // eviction is listed).
+  // Lets go of a stripe Claim took, once the eviction is listed.
   virtual void ReleaseClaim() = 0;
 };
 
@@ -198,10 +194,12 @@ class SlotTable {
   LineRecord BuildRecord(uint32_t slot) const;
 
   // ---- allocation and eviction
-  // A slot for `line` (REQUIRES: its stripe): a free one, or a victim's
-  // (cleaned first when dirty) that `victims` claims; the policy offers
-  // another after a claim is refused or cleaning fails, four times at most.
-  // Nothing when every candidate is busy. `sync_due`: so many evictions
+  // A slot for `line` (REQUIRES: its stripe): a free one, or the slot of a
+  // clean line (not being cleaned) that `victims` claims among the first
+  // few the policy looks at. A dirty victim is never cleaned for it (one
+  // line written to the origin and flushed per request is what made misses
+  // crawl in a cache full of dirty data): nothing when neither is at hand,
+  // and the caller goes around the cache. `sync_due`: so many evictions
   // wait for a sync that the caller should sync now.
   std::optional<uint32_t> Allocate(uint64_t line, VictimHandler& victims, bool& sync_due)
       EXCLUDES(mu_);
@@ -215,7 +213,7 @@ class SlotTable {
   // A slot for `line` without waiting for anything (REQUIRES: its stripe):
   // a free one, or the slot of a clean line (not being cleaned) that
   // `victims` claims among the first few the policy looks at; nothing when
-  // neither is at hand (a dirty victim would need cleaning). A victim
+  // neither is at hand (as Allocate). A victim
   // leaves the map and `evicted` says its line (kNoLine: the slot was
   // free). The caller then puts the delete of the slot's old record in the
   // store ahead of any new record for it, lists the eviction
@@ -313,8 +311,9 @@ class SlotTable {
   void EvictLocked(uint32_t slot) REQUIRES(mu_);
   bool TakeSlotLocked(uint32_t slot, uint64_t line) REQUIRES(mu_);
   void ListEvictionLocked(uint64_t line) REQUIRES(mu_);
-  std::optional<uint32_t> PickVictimLocked(VictimHandler& victims, bool clean_only,
-                                           uint64_t max_looks) REQUIRES(mu_);
+  // A clean line not being cleaned that `victims` claims, before
+  // `max_refusals` candidates are refused.
+  std::optional<uint32_t> PickVictimLocked(VictimHandler& victims, uint64_t max_refusals) REQUIRES(mu_);
   uint32_t HandOver(uint32_t slot, uint64_t line, VictimHandler& victims, bool& sync_due)
       REQUIRES(mu_);
   template <typename Fn>

@@ -25,7 +25,7 @@ void LiveStats::Taken() {
 void LiveStats::ResetCounters() {
   for (auto* c : {&read_hits, &read_misses, &write_hits, &write_misses, &read_full, &read_partial,
                   &read_miss_req, &write_full, &write_partial, &write_miss_req, &promotions,
-                  &evictions, &bypassed, &cleaner_writes, &cleaned_blocks, &cache_read_err,
+                  &evictions, &bypassed, &bypassed_no_space, &cleaner_writes, &cleaned_blocks, &cache_read_err,
                   &cache_write_err, &cache_flush_err, &origin_read_err, &origin_write_err,
                   &origin_flush_err, &metadata_err, &checksum_repaired, &checksum_failed}) {
     c->store(0, std::memory_order_relaxed);
@@ -52,6 +52,7 @@ StatsSnapshot LiveStats::Snapshot(uint64_t capacity_lines, bool failed) const {
   s.promotions = Load(promotions);
   s.evictions = Load(evictions);
   s.bypassed = Load(bypassed);
+  s.bypassed_no_space = Load(bypassed_no_space);
   s.cleaner_writes = Load(cleaner_writes);
   s.cleaned_blocks = Load(cleaned_blocks);
   s.requests_in_flight = Load(in_flight);

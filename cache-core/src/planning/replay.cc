@@ -90,7 +90,7 @@ Result<ReplayResult> ReplayTrace(const ReplayOptions& o) {
   config.line_size = o.line_size;
   config.mode = o.mode;
   config.sequential_cutoff = o.sequential_cutoff;
-  config.background_cleaner = false;  // eviction cleans: the run is deterministic
+  config.background_cleaner = false;  // the run is deterministic
   ReplayResult result;
   {
     Result<std::unique_ptr<Engine>> engine =

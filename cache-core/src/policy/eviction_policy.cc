@@ -71,14 +71,16 @@ class S3Fifo : public EvictionPolicy {
   }
 
   std::optional<uint32_t> PickVictim(const std::function<bool(uint32_t)>& usable,
-                                     uint64_t max_looks) override {
+                                     uint64_t max_refusals) override {
     // Each occupied slot is looked at a bounded number of times (a main
     // line is re-queued at most 3 times before its frequency is spent).
-    uint64_t budget = std::min<uint64_t>(5ull * (small_.size + main_.size) + 8, max_looks);
+    uint64_t budget = 5ull * (small_.size + main_.size) + 8, refusals = 0;
     while (budget-- > 0 && small_.size + main_.size > 0) {
       bool from_small = small_.size >= small_target_ || main_.size == 0;
-      std::optional<uint32_t> v = from_small ? FromSmall(usable) : FromMain(usable);
+      bool refused = false;
+      std::optional<uint32_t> v = from_small ? FromSmall(usable, refused) : FromMain(usable, refused);
       if (v) return v;
+      if (refused && ++refusals >= max_refusals) break;
     }
     return std::nullopt;
   }
@@ -91,7 +93,7 @@ class S3Fifo : public EvictionPolicy {
     lists_.PushHead(w == kSmall ? small_ : main_, slot);
   }
 
-  std::optional<uint32_t> FromSmall(const std::function<bool(uint32_t)>& usable) {
+  std::optional<uint32_t> FromSmall(const std::function<bool(uint32_t)>& usable, bool& refused) {
     uint32_t t = small_.tail;
     lists_.Unlink(small_, t);
     if (freq_[t] > promote_after_) {
@@ -101,6 +103,7 @@ class S3Fifo : public EvictionPolicy {
     }
     if (!usable(t)) {
       Place(t, kSmall);
+      refused = true;
       return std::nullopt;
     }
     Place(t, kSmall);  // stays tracked until OnRemove; remembered as a ghost
@@ -108,7 +111,7 @@ class S3Fifo : public EvictionPolicy {
     return t;
   }
 
-  std::optional<uint32_t> FromMain(const std::function<bool(uint32_t)>& usable) {
+  std::optional<uint32_t> FromMain(const std::function<bool(uint32_t)>& usable, bool& refused) {
     uint32_t t = main_.tail;
     lists_.Unlink(main_, t);
     if (freq_[t] > 0) {
@@ -117,7 +120,10 @@ class S3Fifo : public EvictionPolicy {
       return std::nullopt;
     }
     Place(t, kMain);
-    if (!usable(t)) return std::nullopt;
+    if (!usable(t)) {
+      refused = true;
+      return std::nullopt;
+    }
     return t;
   }
 
@@ -175,8 +181,8 @@ class Lru : public EvictionPolicy {
     tracked_[slot] = false;
   }
   std::optional<uint32_t> PickVictim(const std::function<bool(uint32_t)>& usable,
-                                     uint64_t max_looks) override {
-    for (uint32_t n = 0; n < list_.size && n < max_looks; ++n) {
+                                     uint64_t max_refusals) override {
+    for (uint32_t n = 0; n < list_.size && n < max_refusals; ++n) {
       uint32_t s = list_.tail;
       if (usable(s)) return s;
       lists_.Unlink(list_, s);  // busy: give it another round

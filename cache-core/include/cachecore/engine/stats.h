@@ -25,6 +25,10 @@ struct StatsSnapshot {
   uint64_t write_requests_full_hit = 0, write_requests_partial_hit = 0, write_requests_miss = 0;
   uint64_t capacity_lines = 0, occupancy_lines = 0, dirty_lines = 0, clean_lines = 0;
   uint64_t promotions = 0, evictions = 0, bypassed = 0;
+  // Lines of read misses and writes that went around the cache because no
+  // free or clean slot was at hand (a dirty line is never cleaned for a
+  // request: the cleaner keeps clean lines).
+  uint64_t bypassed_no_space = 0;
   uint64_t cleaner_writes = 0, cleaned_blocks = 0;
   // Client requests (reads, writes, trims, syncs) the engine has taken and
   // not yet answered: now, and the most at once since start or reset (what
@@ -46,7 +50,7 @@ struct LiveStats {
   std::atomic<uint64_t> read_full{0}, read_partial{0}, read_miss_req{0};
   std::atomic<uint64_t> write_full{0}, write_partial{0}, write_miss_req{0};
   std::atomic<uint64_t> occupancy_lines{0}, dirty_lines{0};
-  std::atomic<uint64_t> promotions{0}, evictions{0}, bypassed{0};
+  std::atomic<uint64_t> promotions{0}, evictions{0}, bypassed{0}, bypassed_no_space{0};
   std::atomic<uint64_t> cleaner_writes{0}, cleaned_blocks{0};
   std::atomic<uint64_t> cache_read_err{0}, cache_write_err{0}, cache_flush_err{0};
   std::atomic<uint64_t> origin_read_err{0}, origin_write_err{0}, origin_flush_err{0};

@@ -27,8 +27,11 @@ struct ReplayOptions {
   TraceFormat format = TraceFormat::kCsv;
   CacheSize cache_size;
   uint32_t line_size = 4096;
-  // Writes allocate as in write-back, as the reference simulators do.
-  CacheMode mode = CacheMode::kWriteBack;
+  // Writes allocate, as the reference simulators do: in write-through,
+  // which caches what it writes and keeps every line clean, so each
+  // eviction takes the policy's own choice (write-back without its
+  // cleaner would fill with dirty lines and then go around the cache).
+  CacheMode mode = CacheMode::kWriteThrough;
   uint64_t sequential_cutoff = 0;  // off: the reference simulators have none
 };
 

@@ -236,21 +236,6 @@ TEST_F(FullCacheTest, AWriteEvictsACleanLineOnTheReactor) {
   EXPECT_TRUE(rig_.engine().CheckCleanDataForTest([](uint64_t) { return false; }).ok());
 }
 
-// A write over several lines not cached, with no free slot, would need a
-// victim for each: it runs on the workers (the reactor takes one victim per
-// request, so that a write it cannot place leaves nothing evicted).
-TEST_F(FullCacheTest, AWriteOverSeveralNewLinesIntoAFullCacheRunsOnTheWorkers) {
-  Fill(CacheMode::kWriteThrough);
-  ASSERT_TRUE(rig_.engine().SetMode(CacheMode::kWriteBack).ok());
-  const uint64_t first = (lines_ + 8) * kLine / kBlock;
-  Completions done(1);
-  WriteOnReactor(rig_.engine(), first, 1, 8, 9, false, done);
-  EXPECT_EQ(done.failed(), 0u) << done.last_error();
-  EXPECT_EQ(done.on_workers(), 1u);
-  EXPECT_TRUE(HasPattern(rig_.engine(), first * kBlock, 8 * kBlock, 9));
-  EXPECT_TRUE(rig_.engine().CheckRecordsAgreeForTest().ok());
-}
-
 // The promotion's cache write fails: the read is served all the same, the
 // slot it took is given back (its record deleted first), and the line is
 // promoted by a later read.
@@ -490,6 +475,65 @@ TEST(EngineAsyncFullTest, ACacheFullOfDirtyLinesIsGoneAroundOnTheReactor) {
   EXPECT_TRUE(HasPattern(rig.engine(), 600 * kBlock, 16 * kBlock, 9));
   EXPECT_TRUE(HasPattern(rig.engine(), 0, 256 * kBlock, 7));
   EXPECT_TRUE(rig.engine().CheckRecordsAgreeForTest().ok());
+}
+
+// In a full cache of clean lines, a write-back write over several lines
+// not cached takes a clean victim per line, each line a request of its own
+// on the reactor (the workers took it before); durable once synced.
+TEST(EngineAsyncFullTest, WritesOverSeveralLinesTakeCleanVictimsOnTheReactor) {
+  EngineRig rig;  // 256 lines of 4 KiB
+  EngineConfig config;
+  config.line_size = 4096;
+  config.mode = CacheMode::kWriteBack;
+  config.sequential_cutoff = 0;
+  config.background_cleaner = false;
+  ASSERT_TRUE(rig.Create(config).ok());
+  rig.cache().CompleteOutOfOrder(true);
+  rig.origin().CompleteOutOfOrder(true);
+  AlignedBuffer all(256 * kBlock);
+  ASSERT_TRUE(rig.engine().Read(0, all.data(), all.size()).ok());  // every line cached, clean
+  ASSERT_EQ(rig.engine().stats().occupancy_lines, 256u);
+  Completions done(4);
+  WriteOnReactor(rig.engine(), 1000, 4, 16, 5, /*fua=*/true, done);  // 4 writes of 16 lines
+  EXPECT_EQ(done.failed(), 0u) << done.last_error();
+  EXPECT_EQ(done.on_workers(), 0u);
+  const StatsSnapshot s = rig.engine().stats();
+  EXPECT_EQ(s.evictions, 64u);
+  EXPECT_EQ(s.dirty_lines, 64u);
+  EXPECT_EQ(s.bypassed_no_space, 0u);
+  EXPECT_EQ(s.requests_in_flight, 0u);
+  EXPECT_TRUE(rig.engine().CheckRecordsAgreeForTest().ok());
+  ASSERT_TRUE(rig.PowerCutAndReopen(config, PowerCutMode::kDropUnsynced).ok());  // FUA: durable
+  EXPECT_TRUE(HasPattern(rig.engine(), 1000 * kBlock, 64 * kBlock, 5));
+}
+
+// A write over a line of synced dirty data and over lines not cached, in a
+// cache with no room for them: line by line on the reactor, the cached one
+// written back (announced), the others around the cache.
+TEST(EngineAsyncFullTest, AWriteWithSomeLinesCachedAndNoRoomGoesLineByLine) {
+  EngineRig rig;  // 256 lines of 4 KiB
+  EngineConfig config;
+  config.line_size = 4096;
+  config.mode = CacheMode::kWriteBack;
+  config.sequential_cutoff = 0;
+  config.background_cleaner = false;
+  ASSERT_TRUE(rig.Create(config).ok());
+  rig.cache().CompleteOutOfOrder(true);
+  ASSERT_TRUE(WritePattern(rig.engine(), 0, 256 * kBlock, 1).ok());  // full of dirty lines
+  ASSERT_TRUE(rig.engine().Sync().ok());
+  Completions done(1);
+  WriteOnReactor(rig.engine(), 255, 1, 8, 2, false, done);  // line 255 cached, 256..262 not
+  EXPECT_EQ(done.failed(), 0u) << done.last_error();
+  EXPECT_EQ(done.on_workers(), 0u);
+  const StatsSnapshot s = rig.engine().stats();
+  EXPECT_EQ(s.bypassed_no_space, 7u);
+  EXPECT_EQ(s.write_hits, 1u);
+  EXPECT_EQ(s.dirty_lines, 256u);
+  EXPECT_TRUE(HasPattern(rig.engine(), 255 * kBlock, 8 * kBlock, 2));
+  ASSERT_TRUE(rig.engine().Sync().ok());
+  ASSERT_TRUE(rig.PowerCutAndReopen(config, PowerCutMode::kDropUnsynced).ok());
+  EXPECT_TRUE(HasPattern(rig.engine(), 255 * kBlock, 8 * kBlock, 2));
+  EXPECT_TRUE(HasPattern(rig.engine(), 0, 255 * kBlock, 1));
 }
 
 TEST_F(EngineAsyncTest, AFuaWriteOnTheReactorIsDurableWhenAnswered) {

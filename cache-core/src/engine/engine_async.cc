@@ -283,7 +283,7 @@ void Engine::Impl::RunOnReactor(AsyncJob job, ParkedRequest* parked) {
     if (parked != nullptr) async->parked.Give(std::unique_ptr<ParkedRequest>(parked));
     return Answer(job.done, Status::Busy("the cache is shut down"));
   }
-  if (CoveredBytes(job) > kMaxOnReactor) return SplitOnReactor(job);  // never a part
+  if (CoveredBytes(job) > kMaxOnReactor) return SplitOnReactor(job, kMaxOnReactor);  // never a part
   size_t busy = kNoStripe;
   const bool served = TryOnReactor(job, busy);
   if (!served && busy != kNoStripe) {
@@ -302,12 +302,12 @@ void Engine::Impl::RunOnReactor(AsyncJob job, ParkedRequest* parked) {
 
 // ---- requests over kMaxOnReactor, in parts
 
-// Cut at multiples of kMaxOnReactor on the volume, so that the whole
-// blocks covering a part not in whole blocks stay within the limit.
-void Engine::Impl::SplitOnReactor(const AsyncJob& job) {
+// Cut at multiples of `cut` on the volume: for kMaxOnReactor, so that the
+// whole blocks covering a part not in whole blocks stay within the limit.
+void Engine::Impl::SplitOnReactor(const AsyncJob& job, uint64_t cut) {
   SplitRequest* split = Async().splits.Take().release();
   const uint64_t end = job.offset + job.length;
-  const size_t parts = (end - 1) / kMaxOnReactor - job.offset / kMaxOnReactor + 1;
+  const size_t parts = (end - 1) / cut - job.offset / cut + 1;
   split->im = this;
   split->done = job.done;
   split->fua = job.kind == AsyncJob::kWrite && job.fua;
@@ -322,7 +322,7 @@ void Engine::Impl::SplitOnReactor(const AsyncJob& job) {
   for (size_t i = 0; i < parts; ++i) {
     AsyncJob part = job;
     part.offset = at;
-    part.length = std::min<uint64_t>((at / kMaxOnReactor + 1) * kMaxOnReactor, end) - at;
+    part.length = std::min<uint64_t>((at / cut + 1) * cut, end) - at;
     if (part.buffer != nullptr) part.buffer = job.buffer + (at - job.offset);
     at += part.length;
     part.fua = false;

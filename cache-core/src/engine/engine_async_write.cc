@@ -1,16 +1,17 @@
 // Write-back writes on the reactor. A write of whole blocks in memory fit
-// for direct I/O, whose blocks need no announcement in its flush epoch
-// (none is dirty data a sync may already promise) and whose lines are
-// cached or can be placed without waiting (free slots, or one clean
-// victim), is served on the reactor that took it: its stripes tried
-// exclusively, its epoch entered, its cache writes on the reactor's ring
-// (adjacent lines in one), and once they land its blocks marked dirty and
-// its records put (a victim's delete ahead of them), as WriteBackBatch
-// does on a worker. The same order holds: data, then record, then the
-// answer. Anything that would block leaves the request to the workers
-// before anything is decided (a busy stripe, a line that cannot be placed,
-// an announcement to sync) or, after, its rest (a failed cache write goes
-// to the origin there; a FUA write's group commit runs there).
+// for direct I/O is served on the reactor that took it: its stripes tried
+// exclusively (parked on a busy one), its epoch entered; an announcement
+// its blocks need (dirty data a sync may already promise) put and synced by
+// the committer; its lines not cached placed (free slots for all, or one
+// clean victim), after the announcement when there is one; its cache
+// writes on the reactor's ring (adjacent lines in one), and once they land
+// its blocks marked dirty and its records put (a victim's delete ahead of
+// them), as WriteBackBatch does on a worker. The same order holds: data,
+// then record, then the answer. Lines that cannot be placed so send the
+// write around the cache (none of its lines cached, and no room) or line
+// by line, each line a request of its own; a failed cache write's rest
+// goes to the continuation thread, a FUA write's group commit to the sync
+// thread. A miss filter leaves the write to the workers.
 #include <algorithm>
 
 #include "cachecore/engine/steps.h"
@@ -18,6 +19,14 @@
 #include "engine/engine_async.h"
 
 namespace cachecore {
+
+namespace {
+
+size_t CountNotCached(std::span<const uint32_t> slots) {
+  return static_cast<size_t>(std::count(slots.begin(), slots.end(), SlotTable::kNoSlot));
+}
+
+}  // namespace
 
 // A write-back write announces only what a running or completed sync may
 // promise of a dirty block (SlotTable::MarkOverwrite with origin_write
@@ -40,8 +49,9 @@ bool Engine::Impl::WritableWithoutAnnouncing(const AsyncWrite& w) const {
 // policy hears of hits on the lines that were cached only when the write
 // stays here. kNoSpace when no free or clean slot is at hand for them (for
 // several lines: fewer free and clean ones in the whole cache than they
-// need); kElsewhere when they could be placed, but not here (clean victims
-// for several lines, which the workers take one by one).
+// need); kByLine when clean victims could be had for several lines (taken
+// line by line, each line a request of its own); kElsewhere when a miss
+// filter decides (the workers).
 Engine::Impl::Placement Engine::Impl::PlaceLines(AsyncWrite& w) {
   w.to_place.clear();
   for (size_t i = 0; i < w.segments.size(); ++i) {
@@ -66,10 +76,7 @@ Engine::Impl::Placement Engine::Impl::PlaceLines(AsyncWrite& w) {
     if (!slot) return Placement::kNoSpace;
     w.placed_slots.push_back(*slot);
   } else {
-    const uint64_t cached = stats.occupancy_lines.load(std::memory_order_relaxed);
-    const uint64_t clean = cached - std::min(cached, stats.dirty_lines.load(std::memory_order_relaxed));
-    const bool room = slots.FreeSlots() + clean >= w.to_place.size();
-    return room ? Placement::kElsewhere : Placement::kNoSpace;
+    return RoomFor(w.to_place.size()) ? Placement::kByLine : Placement::kNoSpace;
   }
   slots.NoteHits(w.slots);  // of the lines cached before (kNoSlot entries are skipped)
   for (size_t k = 0; k < w.to_place.size(); ++k) w.slots[w.to_place[k]] = w.placed_slots[k];
@@ -136,21 +143,27 @@ bool Engine::Impl::TryWriteBackAsync(uint64_t offset, const uint8_t* in, uint64_
   Placement placed = Placement::kElsewhere;
   if (EffectiveMode() == CacheMode::kWriteBack) {
     if (!w->place_later) placed = PlaceLines(*w);
-    else if (held == nullptr && admission.AdmitsEveryMiss()) placed = Placement::kPlaced;  // once announced
+    else if (held != nullptr || !admission.AdmitsEveryMiss()) placed = Placement::kElsewhere;
+    else placed = RoomFor(CountNotCached(w->slots)) ? Placement::kPlaced : Placement::kNoSpace;  // once announced
   }
   if (placed != Placement::kPlaced) {
     slots.LeaveWrite(w->epoch);
+    const AsyncJob job{AsyncJob::kWrite, offset, length, const_cast<uint8_t*>(in), fua, false, done};
     // No line of it cached, and no room for them: around the cache, as
     // the workers would write it (never waiting for a line to be cleaned).
-    const bool around = placed == Placement::kNoSpace && w->to_place.size() == w->segments.size();
+    const bool around = placed == Placement::kNoSpace && CountNotCached(w->slots) == w->segments.size();
     if (around && TryWriteThroughAsync(offset, in, length, fua, /*bypass=*/true, done, busy, &w->stripes)) {
       LiveStats::Bump(stats.bypassed_no_space, w->segments.size());
       state.writes.Give(std::move(w));
       return true;  // the stripes are the write-around's now
     }
     if (held == nullptr) ReleaseStripes(w->stripes, true);
+    const bool by_line = held == nullptr && w->segments.size() > 1 &&
+                         (placed == Placement::kNoSpace || placed == Placement::kByLine);
     state.writes.Give(std::move(w));
-    return false;
+    // Each line its own way (placed, or around the cache), each a request.
+    if (by_line) SplitOnReactor(job, line_size);
+    return by_line;
   }
   ReachedStep("write-back-0-epoch-held");  // a test point
   w->im = this;
@@ -207,21 +220,36 @@ void Engine::Impl::MarkAnnouncements(AsyncWrite& w, MetadataStore::Batch& batch)
 
 void Engine::Impl::SubmitWriteBack(AsyncWrite& w) {
   w.announcing = false;
-  if (w.place_later && PlaceLines(w) != Placement::kPlaced) return WriteBackToWorkers(w);
+  if (w.place_later) {
+    // The cache may have failed, or its store, while the write announced.
+    if (shut_down.load() || EffectiveMode() != CacheMode::kWriteBack || dev.metadata->failed()) {
+      return WriteBackAgain(w, /*by_line=*/false);
+    }
+    if (PlaceLines(w) != Placement::kPlaced) return WriteBackAgain(w, /*by_line=*/true);
+  }
   PlanWrites(w);
   SubmitAll(*dev.cache, w);
 }
 
-// Announced, but its lines cannot all be placed without waiting: nothing
-// written, nothing counted, the workers write it (the marks stay: a block
-// marked overwritten that is not rewritten holds its own data still).
-void Engine::Impl::WriteBackToWorkers(AsyncWrite& w) {
+// Announced, but its lines cannot all be placed now: nothing written,
+// nothing counted (the marks stay: a block marked overwritten that is not
+// rewritten still holds its own data). The request runs again, line by line
+// on the reactor (each line placed or written around the cache), or on the
+// workers.
+void Engine::Impl::WriteBackAgain(AsyncWrite& w, bool by_line) {
   slots.LeaveWrite(w.epoch);
   ReleaseStripes(w.stripes, true);
   // Only read from: the cast fits the job's one buffer field.
   const AsyncJob job{AsyncJob::kWrite, w.offset, w.length, const_cast<uint8_t*>(w.in), w.fua, false, w.done};
   async->writes.Give(std::unique_ptr<AsyncWrite>(&w));
+  if (by_line) return SplitOnReactor(job, line_size);
   Workers().Run(job);
+}
+
+bool Engine::Impl::RoomFor(size_t lines) {
+  const uint64_t cached = stats.occupancy_lines.load(std::memory_order_relaxed);
+  const uint64_t clean = cached - std::min(cached, stats.dirty_lines.load(std::memory_order_relaxed));
+  return slots.FreeSlots() + clean >= lines;
 }
 
 Engine::Impl::PendingAnswer Engine::Impl::WriteBackCommitted(AsyncWrite& w, const Status& put) {

@@ -162,14 +162,6 @@ Status Engine::Impl::MarkCleaned(const CleanJob& job, const std::function<bool(u
   return job.held_back;
 }
 
-Status Engine::Impl::CleanSlots(const std::vector<uint32_t>& dirty_slots) {
-  CleanJob job;
-  ReadDirty(dirty_slots, job);
-  if (job.pieces.empty()) return Status::Ok();
-  CACHECORE_RETURN_IF_ERROR(WriteClean(job));
-  return MarkCleaned(job, [](uint64_t) { return true; });
-}
-
 Result<uint64_t> Engine::Impl::CleanPass(uint64_t max_lines) {
   return CleanLines(slots.NextDirtyLines(max_lines), nullptr);
 }

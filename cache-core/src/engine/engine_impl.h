@@ -169,8 +169,11 @@ struct Engine::Impl {
   // failed), the epoch and stripes let go, and the answer (after a group
   // commit on a worker for FUA).
   bool WritableWithoutAnnouncing(const AsyncWrite& write) const;
-  enum class Placement { kPlaced, kNoSpace, kElsewhere };
+  enum class Placement { kPlaced, kNoSpace, kByLine, kElsewhere };
   Placement PlaceLines(AsyncWrite& write);
+  // Whether the cache holds at least `lines` free or clean lines (a hint:
+  // the clean ones may be busy or hot).
+  bool RoomFor(size_t lines);
   // Whether a write over dirty data a sync may promise must announce, and
   // whether the cache side must be flushed first (AnnounceOverwrite's
   // steps, which the committer then runs: MarkAnnouncements).
@@ -178,7 +181,7 @@ struct Engine::Impl {
   void MarkAnnouncements(AsyncWrite& write, MetadataStore::Batch& batch);
   void PlanWrites(AsyncWrite& write);
   void SubmitWriteBack(AsyncWrite& write);
-  void WriteBackToWorkers(AsyncWrite& write);
+  void WriteBackAgain(AsyncWrite& write, bool by_line);
   void WriteBackLanded(AsyncWrite& write);
 
   void FinishWriteBack(AsyncWrite& write);
@@ -237,8 +240,10 @@ struct Engine::Impl {
   // tried again (`parked`: the request, when this is that retry), or run
   // on the workers.
   void RunOnReactor(AsyncJob job, ParkedRequest* parked);
-  // A request over kMaxOnReactor bytes, as parts on the calling reactor.
-  void SplitOnReactor(const AsyncJob& job);
+  // A request as parts on the calling reactor, cut at multiples of `cut`
+  // bytes of the volume (kMaxOnReactor for a request over it; line_size for
+  // a write whose lines go each their own way).
+  void SplitOnReactor(const AsyncJob& job, uint64_t cut);
   void PartDone(SplitRequest& split, Status status);
   bool TryOnReactor(const AsyncJob& job, size_t& busy);
   // A read or write of whole blocks in memory fit for direct I/O (`held`:
@@ -418,11 +423,8 @@ struct Engine::Impl {
   Status PersistDirtyMap(MapWrite what, bool flush = true);
 
   // ---- cleaning (engine_cleaner.cc)
-  // Writes the dirty blocks of `slots` (their stripes held by the caller)
-  // to the origin, makes that durable, then marks them clean, durably.
-  Status CleanSlots(const std::vector<uint32_t>& dirty_slots);
-  // Its steps, which CleanLines runs with the stripes released for the
-  // middle one.
+  // The steps of cleaning, which CleanLines runs with the stripes released
+  // for the middle one.
   void ReadDirty(const std::vector<uint32_t>& dirty_slots, CleanJob& job);
   Status WriteClean(CleanJob& job);
   Status SyncBeforeCleaning(CleanJob& job);

@@ -15,7 +15,11 @@ constexpr size_t kMaxUnsyncedEvictions = 1 << 16;
 // The candidates one allocation may refuse (dirty, being cleaned, their
 // stripe busy): a cache full of dirty lines would otherwise be walked whole
 // under mu_ for one request, which then goes around the cache anyway.
-constexpr uint64_t kVictimCandidates = 32;
+constexpr uint64_t kVictimRefusals = 32;
+// The candidates a reactor looks at for one allocation, refused or given
+// another round for their hits: a warm cache whose every line was hit
+// would otherwise be walked three times over under mu_ for one miss.
+constexpr uint64_t kReactorVictimLooks = 4096;
 }  // namespace
 
 SlotTable::SlotTable(uint32_t capacity, uint32_t blocks_per_line, const CacheIdentity& identity,
@@ -240,7 +244,7 @@ bool SlotTable::TakeSlotLocked(uint32_t slot, uint64_t line) {
   return unsynced_evictions_.size() > kMaxUnsyncedEvictions;
 }
 
-std::optional<uint32_t> SlotTable::PickVictimLocked(VictimHandler& victims, uint64_t max_refusals) {
+std::optional<uint32_t> SlotTable::PickVictimLocked(VictimHandler& victims, uint64_t max_looks) {
   return policy_->PickVictim(
       [&](uint32_t s) {
         mu_.AssertHeld();  // the policy calls back under mu_
@@ -248,7 +252,7 @@ std::optional<uint32_t> SlotTable::PickVictimLocked(VictimHandler& victims, uint
         if (slot_dirty_blocks_[s] > 0) return false;  // never cleaned for a request
         return victims.Claim(slot_line_[s]);
       },
-      max_refusals);
+      kVictimRefusals, max_looks);
 }
 
 std::optional<uint32_t> SlotTable::TakeFreeSlot(uint64_t line, bool& sync_due) {
@@ -285,7 +289,7 @@ std::optional<uint32_t> SlotTable::TakeSlotWithoutWaiting(uint64_t line, VictimH
     sync_due = TakeSlotLocked(slot, line);
     return slot;
   }
-  std::optional<uint32_t> victim = PickVictimLocked(victims, kVictimCandidates);
+  std::optional<uint32_t> victim = PickVictimLocked(victims, kReactorVictimLooks);
   if (!victim) return std::nullopt;
   evicted = slot_line_[*victim];
   EvictLocked(*victim);
@@ -314,7 +318,7 @@ std::optional<uint32_t> SlotTable::Allocate(uint64_t line, VictimHandler& victim
     sync_due = TakeSlotLocked(slot, line);
     return slot;
   }
-  std::optional<uint32_t> victim = PickVictimLocked(victims, kVictimCandidates);
+  std::optional<uint32_t> victim = PickVictimLocked(victims, UINT64_MAX);
   if (!victim) return std::nullopt;
   return HandOver(*victim, line, victims, sync_due);
 }

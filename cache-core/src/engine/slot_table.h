@@ -311,9 +311,9 @@ class SlotTable {
   void EvictLocked(uint32_t slot) REQUIRES(mu_);
   bool TakeSlotLocked(uint32_t slot, uint64_t line) REQUIRES(mu_);
   void ListEvictionLocked(uint64_t line) REQUIRES(mu_);
-  // A clean line not being cleaned that `victims` claims, before
-  // `max_refusals` candidates are refused.
-  std::optional<uint32_t> PickVictimLocked(VictimHandler& victims, uint64_t max_refusals) REQUIRES(mu_);
+  // A clean line not being cleaned that `victims` claims, before a few
+  // candidates are refused, among at most `max_looks`.
+  std::optional<uint32_t> PickVictimLocked(VictimHandler& victims, uint64_t max_looks) REQUIRES(mu_);
   uint32_t HandOver(uint32_t slot, uint64_t line, VictimHandler& victims, bool& sync_due)
       REQUIRES(mu_);
   template <typename Fn>

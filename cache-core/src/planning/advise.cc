@@ -110,7 +110,7 @@ Counts Simulate(const Sample& s, uint64_t lines, uint32_t promote_after) {
     if (used < lines) {
       ++used;
     } else {
-      slot = *policy->PickVictim(always, UINT64_MAX);
+      slot = *policy->PickVictim(always, UINT64_MAX, UINT64_MAX);
       policy->OnRemove(slot);
       slot_of[id_in_slot[slot]] = -1;
     }

@@ -71,10 +71,10 @@ class S3Fifo : public EvictionPolicy {
   }
 
   std::optional<uint32_t> PickVictim(const std::function<bool(uint32_t)>& usable,
-                                     uint64_t max_refusals) override {
+                                     uint64_t max_refusals, uint64_t max_looks) override {
     // Each occupied slot is looked at a bounded number of times (a main
     // line is re-queued at most 3 times before its frequency is spent).
-    uint64_t budget = 5ull * (small_.size + main_.size) + 8, refusals = 0;
+    uint64_t budget = std::min<uint64_t>(5ull * (small_.size + main_.size) + 8, max_looks), refusals = 0;
     while (budget-- > 0 && small_.size + main_.size > 0) {
       bool from_small = small_.size >= small_target_ || main_.size == 0;
       bool refused = false;
@@ -181,8 +181,8 @@ class Lru : public EvictionPolicy {
     tracked_[slot] = false;
   }
   std::optional<uint32_t> PickVictim(const std::function<bool(uint32_t)>& usable,
-                                     uint64_t max_refusals) override {
-    for (uint32_t n = 0; n < list_.size && n < max_refusals; ++n) {
+                                     uint64_t max_refusals, uint64_t max_looks) override {
+    for (uint32_t n = 0; n < list_.size && n < std::min(max_refusals, max_looks); ++n) {
       uint32_t s = list_.tail;
       if (usable(s)) return s;
       lists_.Unlink(list_, s);  // busy: give it another round

@@ -22,13 +22,15 @@ class EvictionPolicy {
   virtual void OnRemove(uint32_t slot) = 0;
   // Chooses a victim among occupied slots. `usable` says whether a candidate
   // may go now (it is not busy); candidates it refuses keep their place.
-  // Returns nothing when no occupied slot is usable, or once `usable` has
+  // Returns nothing when no occupied slot is usable, once `usable` has
   // refused `max_refusals` candidates (a caller that must not walk a cache
-  // full of lines it cannot take). Lines given another round for their hits
-  // are not refusals: the policy's own choice, whatever the bound.
+  // full of lines it cannot take), or after `max_looks` candidates, refused
+  // or given another round for their hits (a caller that must not take
+  // long: a reactor; the next call goes on where this one stopped). With
+  // no bound on looks the victim is the policy's own choice.
   // The victim stays tracked until the caller calls OnRemove.
   virtual std::optional<uint32_t> PickVictim(const std::function<bool(uint32_t)>& usable,
-                                             uint64_t max_refusals) = 0;
+                                             uint64_t max_refusals, uint64_t max_looks) = 0;
 };
 
 // S3-FIFO (Yang et al., SOSP 2023): a small probationary FIFO (10 %), a main

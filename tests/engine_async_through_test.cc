@@ -260,5 +260,70 @@ TEST_F(EngineAsyncThroughTest, TrimsAreServedOnTheReactor) {
   EXPECT_TRUE(HasPattern(rig_.engine(), 2 * kLine, 2 * kLine, 1));
 }
 
+// A rig of 4 KiB lines in write-back whose every request of 64 KiB or more
+// bypasses the cache (sequential cutoff), or with a miss filter.
+class EngineAsyncLineByLineTest : public ::testing::Test {
+ protected:
+  void Create(uint32_t admit_after_misses) {
+    config_.line_size = kBlock;
+    config_.mode = CacheMode::kWriteBack;
+    config_.sequential_cutoff = 64 * 1024;
+    config_.admit_after_misses = admit_after_misses;
+    config_.background_cleaner = false;
+    ASSERT_TRUE(rig_.Create(config_).ok());
+    rig_.cache().CompleteOutOfOrder(true);
+    rig_.origin().CompleteOutOfOrder(true);
+  }
+  EngineRig rig_;
+  EngineConfig config_;
+};
+
+// A write that bypasses write-back over lines with dirty data: their blocks
+// go to the cache (dirty data is only there, whatever the mode), the others
+// around it, line by line on the reactor (the workers took it before).
+TEST_F(EngineAsyncLineByLineTest, BypassingWritesOverDirtyLinesRunOnTheReactor) {
+  Create(1);
+  ASSERT_TRUE(WritePattern(rig_.engine(), 100 * kBlock, 4 * kBlock, 1).ok());  // dirty
+  Completions done(1);
+  AlignedBuffer data(32 * kBlock);
+  FillPattern(data.data(), 90 * kBlock, data.size(), 2);
+  OnReactor([&] {
+    rig_.engine().WriteAsync(90 * kBlock, data.data(), data.size(), false, done.at(0));  // lines 90..121
+  }, done, 1);
+  EXPECT_EQ(done.failed(), 0u) << done.last_error();
+  EXPECT_EQ(done.on_workers(), 0u);
+  EXPECT_EQ(rig_.engine().stats().bypassed, 1u);
+  EXPECT_EQ(rig_.engine().stats().dirty_lines, 4u);  // rewritten in the cache
+  EXPECT_EQ(rig_.engine().stats().occupancy_lines, 4u);  // nothing else cached
+  EXPECT_TRUE(HasPattern(rig_.engine(), 90 * kBlock, 32 * kBlock, 2));
+  EXPECT_TRUE(rig_.engine().CheckRecordsAgreeForTest().ok());
+  ASSERT_TRUE(rig_.engine().Sync().ok());  // out of the origin's volatile cache
+  EXPECT_TRUE(rig_.OriginHasPattern(90 * kBlock, 10 * kBlock, 2));
+  EXPECT_FALSE(rig_.OriginHasPattern(100 * kBlock, 4 * kBlock, 2));  // dirty in the cache
+  ASSERT_TRUE(rig_.engine().Flush().ok());
+  EXPECT_TRUE(rig_.OriginHasPattern(90 * kBlock, 32 * kBlock, 2));
+  EXPECT_TRUE(rig_.engine().CheckCleanDataForTest([](uint64_t) { return false; }).ok());
+}
+
+// With a miss filter (a line is cached on its second miss), write-back
+// writes to lines not cached run line by line on the reactor, each line
+// admitted or written around the cache on its own (the workers took every
+// such write before); each miss is counted once.
+TEST_F(EngineAsyncLineByLineTest, WritesWithAMissFilterRunLineByLineOnTheReactor) {
+  Create(2);
+  Completions first(1), second(1);
+  WriteOnReactor(rig_.engine(), 200, 1, 8, 4, false, first);
+  EXPECT_EQ(first.failed(), 0u) << first.last_error();
+  EXPECT_EQ(first.on_workers(), 0u);
+  EXPECT_EQ(rig_.engine().stats().occupancy_lines, 0u);  // first misses: around the cache
+  WriteOnReactor(rig_.engine(), 200, 1, 8, 5, false, second);
+  EXPECT_EQ(second.on_workers(), 0u);
+  EXPECT_EQ(rig_.engine().stats().occupancy_lines, 8u);  // second misses: cached
+  EXPECT_EQ(rig_.engine().stats().dirty_lines, 8u);
+  EXPECT_EQ(rig_.engine().stats().bypassed_no_space, 0u);
+  EXPECT_TRUE(HasPattern(rig_.engine(), 200 * kBlock, 8 * kBlock, 5));
+  EXPECT_TRUE(rig_.engine().CheckRecordsAgreeForTest().ok());
+}
+
 }  // namespace
 }  // namespace cachecore::testing

@@ -2,10 +2,12 @@
 // write-around, read-only and pass-through writes, and writes that bypass
 // the cache in write-back (sequential cutoff). A write of whole blocks in
 // memory fit for direct I/O, whose origin's requests do not wait on a
-// reactor, over lines holding no dirty data (those go to the cache whatever
-// the mode, on the workers) and not being cleaned (the cleaner's older copy
-// could land over it), is served on the reactor that took it, in
-// ThroughSegment's order for all its lines at once:
+// reactor, over lines holding no dirty data in its blocks (those go to the
+// cache whatever the mode: written back, the stripes handed over, or line
+// by line when only some lines hold dirty data) and not being cleaned (the
+// cleaner's older copy could land over it: the workers wait for it), is
+// served on the reactor that took it, in ThroughSegment's order for all its
+// lines at once:
 //   1. announcements: a cached block a sync may promise as clean is marked
 //      fresh, and its record put and synced before the origin changes
 //      (rule 2), as is an eviction of one of its lines not yet synced; the
@@ -58,17 +60,36 @@ bool Engine::Impl::TryWriteThroughAsync(uint64_t offset, const uint8_t* in, uint
   t->slots.clear();
   slots.FindEach(t->segments.size(), [&t](size_t i) { return t->segments[i].line; }, t->slots);
   t->tally = {};
-  bool any_dirty = false;
+  size_t dirty_segments = 0;
   for (size_t i = 0; i < t->segments.size(); ++i) {
+    bool dirty = false;
     for (uint32_t b = t->segments[i].first_block(); b < t->segments[i].end_block(); ++b) {
       const uint8_t f = t->slots[i] == kNoSlot ? 0 : slots.Flags(t->slots[i], b);
-      any_dirty = any_dirty || (f & kDirty);
+      dirty = dirty || (f & kDirty);
       if (f & kValid) ++t->tally.hits;
       else ++t->tally.misses;
     }
+    dirty_segments += dirty ? 1 : 0;
   }
-  if (any_dirty || slots.AnyBeingCleaned(t->segments.front().line, t->segments.back().line)) {
-    if (held == nullptr) ReleaseStripes(t->stripes, true);  // the workers write the cache, or wait for the cleaner
+  if (dirty_segments > 0) {
+    // Dirty blocks are only on the cache: whatever the mode, a write to them
+    // goes there (WriteSegment's rule). With every line dirty it is written
+    // back, the stripes handed over; with some, line by line, each line its
+    // own way.
+    const bool all = dirty_segments == t->segments.size();
+    if (all && TryWriteBackAsync(offset, in, length, fua, bypass, done, busy, &t->stripes, /*dirty_lines=*/true)) {
+      state.throughs.Give(std::move(t));
+      return true;
+    }
+    if (held == nullptr) ReleaseStripes(t->stripes, true);
+    const bool by_line = !all && held == nullptr;  // several lines, then
+    state.throughs.Give(std::move(t));
+    // Only read from: the cast fits the job's one buffer field.
+    if (by_line) SplitOnReactor({AsyncJob::kWrite, offset, length, const_cast<uint8_t*>(in), fua, bypass, done}, line_size);
+    return by_line;
+  }
+  if (slots.AnyBeingCleaned(t->segments.front().line, t->segments.back().line)) {
+    if (held == nullptr) ReleaseStripes(t->stripes, true);  // the workers wait for the cleaner
     state.throughs.Give(std::move(t));
     return false;
   }

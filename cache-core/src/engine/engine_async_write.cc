@@ -50,20 +50,24 @@ bool Engine::Impl::WritableWithoutAnnouncing(const AsyncWrite& w) const {
 // stays here. kNoSpace when no free or clean slot is at hand for them (for
 // several lines: fewer free and clean ones in the whole cache than they
 // need); kByLine when clean victims could be had for several lines (taken
-// line by line, each line a request of its own); kElsewhere when a miss
-// filter decides (the workers).
+// line by line, each line a request of its own); kNotAdmitted when the miss
+// filter keeps its one line out (around the cache it goes).
 Engine::Impl::Placement Engine::Impl::PlaceLines(AsyncWrite& w) {
   w.to_place.clear();
   for (size_t i = 0; i < w.segments.size(); ++i) {
-    if (w.slots[i] != SlotTable::kNoSlot) continue;
-    // With a miss filter a miss is recorded once, by the worker that then
-    // allocates or writes around.
-    if (!admission.AdmitsEveryMiss()) return Placement::kElsewhere;
-    w.to_place.push_back(i);
+    if (w.slots[i] == SlotTable::kNoSlot) w.to_place.push_back(i);
   }
   if (w.to_place.empty()) {
     slots.NoteHits(w.slots);
     return Placement::kPlaced;
+  }
+  if (!admission.AdmitsEveryMiss()) {
+    // A miss filter records each miss once: a line not cached decides in a
+    // request of its own, and only where the write then stays (around the
+    // cache, when not admitted, needs the origin's requests not to wait).
+    if (w.segments.size() > 1) return Placement::kByLine;
+    if (!dev.origin->submits_without_waiting()) return Placement::kElsewhere;
+    if (!admission.AdmitOnMiss(w.segments[0].line)) return Placement::kNotAdmitted;
   }
   w.placed_lines.clear();
   for (size_t i : w.to_place) w.placed_lines.push_back(w.segments[i].line);
@@ -113,8 +117,8 @@ void Engine::Impl::PlanWrites(AsyncWrite& w) {
 
 bool Engine::Impl::TryWriteBackAsync(uint64_t offset, const uint8_t* in, uint64_t length, bool fua,
                                      bool bypass, EngineCompletion* done, size_t& busy,
-                                     const std::vector<size_t>* held) {
-  if (bypass || EffectiveMode() != CacheMode::kWriteBack || dev.metadata->failed() ||
+                                     const std::vector<size_t>* held, bool dirty_lines) {
+  if ((!dirty_lines && (bypass || EffectiveMode() != CacheMode::kWriteBack)) || dev.metadata->failed() ||
       offset % kBlockSize || length % kBlockSize || length > kMaxOnReactor ||
       reinterpret_cast<uintptr_t>(in) % kSectorSize) {
     return false;
@@ -141,9 +145,10 @@ bool Engine::Impl::TryWriteBackAsync(uint64_t offset, const uint8_t* in, uint64_
   const bool all_cached = std::find(w->slots.begin(), w->slots.end(), SlotTable::kNoSlot) == w->slots.end();
   w->place_later = !all_cached && !WritableWithoutAnnouncing(*w);
   Placement placed = Placement::kElsewhere;
-  if (EffectiveMode() == CacheMode::kWriteBack) {
+  if (dirty_lines || EffectiveMode() == CacheMode::kWriteBack) {
     if (!w->place_later) placed = PlaceLines(*w);
-    else if (held != nullptr || !admission.AdmitsEveryMiss()) placed = Placement::kElsewhere;
+    else if (held != nullptr) placed = Placement::kElsewhere;
+    else if (!admission.AdmitsEveryMiss()) placed = Placement::kByLine;
     else placed = RoomFor(CountNotCached(w->slots)) ? Placement::kPlaced : Placement::kNoSpace;  // once announced
   }
   if (placed != Placement::kPlaced) {
@@ -151,9 +156,10 @@ bool Engine::Impl::TryWriteBackAsync(uint64_t offset, const uint8_t* in, uint64_
     const AsyncJob job{AsyncJob::kWrite, offset, length, const_cast<uint8_t*>(in), fua, false, done};
     // No line of it cached, and no room for them: around the cache, as
     // the workers would write it (never waiting for a line to be cleaned).
-    const bool around = placed == Placement::kNoSpace && CountNotCached(w->slots) == w->segments.size();
+    const bool around = (placed == Placement::kNoSpace || placed == Placement::kNotAdmitted) &&
+                        CountNotCached(w->slots) == w->segments.size();
     if (around && TryWriteThroughAsync(offset, in, length, fua, /*bypass=*/true, done, busy, &w->stripes)) {
-      LiveStats::Bump(stats.bypassed_no_space, w->segments.size());
+      if (placed == Placement::kNoSpace) LiveStats::Bump(stats.bypassed_no_space, w->segments.size());
       state.writes.Give(std::move(w));
       return true;  // the stripes are the write-around's now
     }

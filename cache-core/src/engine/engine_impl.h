@@ -161,15 +161,17 @@ struct Engine::Impl {
   // `held`: the lines' stripes, already held exclusively by the caller
   // (AsyncEdges); taken over when this returns true, still the caller's
   // when false.
+  // `dirty_lines`: every line of it holds dirty data in the blocks it
+  // writes, which go to the cache whatever the mode (as WriteSegment's do).
   bool TryWriteBackAsync(uint64_t offset, const uint8_t* in, uint64_t length, bool fua,
                          bool bypass, EngineCompletion* done, size_t& busy,
-                         const std::vector<size_t>* held = nullptr);
+                         const std::vector<size_t>* held = nullptr, bool dirty_lines = false);
   // Its steps: whether each line may be written without an announcement;
   // the cache writes; once they land, the records (on a worker when a write
   // failed), the epoch and stripes let go, and the answer (after a group
   // commit on a worker for FUA).
   bool WritableWithoutAnnouncing(const AsyncWrite& write) const;
-  enum class Placement { kPlaced, kNoSpace, kByLine, kElsewhere };
+  enum class Placement { kPlaced, kNoSpace, kNotAdmitted, kByLine, kElsewhere };
   Placement PlaceLines(AsyncWrite& write);
   // Whether the cache holds at least `lines` free or clean lines (a hint:
   // the clean ones may be busy or hot).

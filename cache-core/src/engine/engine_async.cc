@@ -94,11 +94,17 @@ Status AsyncWorkers::Execute(const AsyncJob& job) {
 }
 
 AsyncState& Engine::Impl::Async() {
-  std::call_once(async_started, [this] { async.reset(new AsyncState(*this, config.workers)); });
+  std::call_once(async_started, [this] { async.reset(new AsyncState(*this, WorkerCount())); });
   return *async;
 }
 
 AsyncWorkers& Engine::Impl::Workers() { return Async().workers; }
+
+uint32_t Engine::Impl::WorkerCount() const {
+  if (config.workers != 0) return config.workers;
+  const bool asynchronous = dev.cache->submits_without_waiting() && dev.origin->submits_without_waiting();
+  return asynchronous ? 4 : 32;
+}
 
 void Engine::Impl::QueueMetadataSyncIf(bool due) {
   // Bounds the unsynced evictions, off the reactor, one job at a time.

@@ -298,6 +298,8 @@ struct Engine::Impl {
   // The engine's asynchronous state (engine_async.cc), started on first use.
   AsyncState& Async();
   AsyncWorkers& Workers();
+  // EngineConfig::workers, or the automatic count it stands for.
+  uint32_t WorkerCount() const;
   // Queues a sync of the store when `due` (too many evictions wait for
   // one) and none is queued yet.
   void QueueMetadataSyncIf(bool due);

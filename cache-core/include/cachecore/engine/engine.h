@@ -44,8 +44,11 @@ struct EngineConfig {
   // writes (over-provisioning). The superblock's line count keeps it.
   uint32_t overprovision_pct = 0;
   // Threads that run the asynchronous requests a reactor does not serve
-  // itself (see Engine::ReadAsync); started on the first such request.
-  uint32_t workers = 32;
+  // itself (see Engine::ReadAsync); started on the first asynchronous
+  // request. 0: 4 when both devices take requests without waiting (the
+  // reactors serve the data path; the workers only its exceptions), 32
+  // otherwise (the libaio fallback: every miss and write waits there).
+  uint32_t workers = 0;
 };
 
 // The completion of an asynchronous request: Done runs once, with the
@@ -105,15 +108,16 @@ class Engine {
   Status Write(uint64_t offset, const void* buffer, uint64_t length, bool fua = false);
   // Asynchronous requests, for front ends on reactors
   // (cachecore/devices/reactor.h): each returns at once and `done` runs
-  // when the request completes; the buffer must stay until then. A read
-  // of whole blocks (that hits, or misses without needing an eviction, the
-  // origin's requests not waiting on a reactor) and a write-back write of
-  // whole blocks over cached lines, called on a reactor, are served there
-  // (their I/O in flight beside the reactor's other I/O; their records put
-  // by the engine's committer thread); a sync waits in the engine's group commit
-  // without a thread; every other request runs on the engine's workers, as
-  // Read, Write and Discard would. Same outcomes, counters and durability
-  // as the synchronous calls.
+  // when the request completes; the buffer must stay until then. Called on
+  // a reactor, reads, writes and trims are served there when both devices
+  // take requests without waiting (their I/O in flight beside the
+  // reactor's other I/O; their records put by the engine's committer
+  // thread; a request that finds a line busy parked, not blocked); a sync
+  // waits in the engine's group commit without a thread. What a reactor
+  // does not serve (a block that fails its checksum, a write to a line
+  // being cleaned, requests off a reactor) runs on the engine's workers,
+  // as Read, Write and Discard would. Same outcomes, counters and
+  // durability as the synchronous calls.
   void ReadAsync(uint64_t offset, void* buffer, uint64_t length, EngineCompletion* done);
   void WriteAsync(uint64_t offset, const void* buffer, uint64_t length, bool fua,
                   EngineCompletion* done);

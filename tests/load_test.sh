@@ -25,7 +25,7 @@ fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 # 320 MiB of volume, 32 MiB of cache: the clients write ten times the cache.
 truncate -s 320M "$W/origin.img"
 truncate -s 33M "$W/ssd.img"
-CACHECTL_PAUSE_AT=flush-1-origin-written:4 "$C" attach --origin "$W/origin.img" --cache "$W/ssd.img" \
+CACHECTL_PAUSE_AT=flush-4-batch-done:4 "$C" attach --origin "$W/origin.img" --cache "$W/ssd.img" \
   --name vol --mode writeback --line-size 4K --frontend socket >/dev/null || { echo "FAIL: attach"; exit 1; }
 "$C" set vol --seq-cutoff 0 --dirty-high 90 --dirty-low 70 >/dev/null || fail "set"
 
@@ -37,7 +37,7 @@ fio --aux-path="$W" --name=load --ioengine=nbd --uri="nbd+unix:///vol?socket=$W/
 fio_pid=$!
 
 # Wait until the clients have filled the cache, then flush: the flush pauses
-# 4 s after its first batch reaches the origin.
+# 4 s after its first batch is clean (the background cleaner never pauses).
 for _ in $(seq 300); do
   promotions=$("$C" stats vol --json 2>/dev/null | grep -o '"promotions": [0-9]*' | grep -o '[0-9]*$')
   [ "${promotions:-0}" -gt 9000 ] && break

@@ -240,6 +240,7 @@ Status Engine::Impl::FlushAll(const FlushProgress& progress) {
     next += n;
     Result<uint64_t> r = CleanLines(batch, &retry);
     pending.insert(pending.end(), retry.begin(), retry.end());
+    if (next < pending.size()) ReachedStep("flush-4-batch-done");
     if (progress) progress(pending.size() - next, total);
     if (!r.ok() && ++failures >= 10) return r.status();
     if (!r.ok()) {

@@ -8,6 +8,8 @@
 //   flush-1-origin-written       a batch of dirty lines written to the origin
 //   flush-2-origin-synced        ... and made durable there, still marked dirty
 //   flush-3-marked-clean         ... and durably marked clean
+//   flush-4-batch-done           a client's flush (not the background
+//                                cleaner) has cleaned a batch, with more to come
 //   mode-1-cleaned               leaving write-back: every line clean, mode not saved
 //   mode-2-saved                 the new mode saved
 //   detach-1-flushed             every line clean

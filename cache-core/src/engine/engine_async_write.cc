@@ -11,7 +11,8 @@
 // write around the cache (none of its lines cached, and no room) or line
 // by line, each line a request of its own; a failed cache write's rest
 // goes to the continuation thread, a FUA write's group commit to the sync
-// thread. A miss filter leaves the write to the workers.
+// thread. Under a miss filter each line not cached decides in a request of
+// its own (line by line).
 #include <algorithm>
 
 #include "cachecore/engine/steps.h"
@@ -43,8 +44,9 @@ bool Engine::Impl::WritableWithoutAnnouncing(const AsyncWrite& w) const {
   return true;
 }
 
-// A slot for every line not cached (when every miss is admitted): free
-// slots for all of them, or for a single one a clean victim's. All or
+// A slot for every line not cached: free slots for all of them, or for a
+// single one a clean victim's (a single line under a miss filter only when
+// admitted; several lines under it go line by line). All or
 // nothing, so that a write that goes elsewhere leaves no slot taken; the
 // policy hears of hits on the lines that were cached only when the write
 // stays here. kNoSpace when no free or clean slot is at hand for them (for
@@ -153,7 +155,7 @@ bool Engine::Impl::TryWriteBackAsync(uint64_t offset, const uint8_t* in, uint64_
   }
   if (placed != Placement::kPlaced) {
     slots.LeaveWrite(w->epoch);
-    const AsyncJob job{AsyncJob::kWrite, offset, length, const_cast<uint8_t*>(in), fua, false, done};
+    const AsyncJob job{AsyncJob::kWrite, offset, length, const_cast<uint8_t*>(in), fua, bypass, done};
     // No line of it cached, and no room for them: around the cache, as
     // the workers would write it (never waiting for a line to be cleaned).
     const bool around = (placed == Placement::kNoSpace || placed == Placement::kNotAdmitted) &&

@@ -118,6 +118,7 @@ TEST_F(EngineAsyncEdgesTest, SectorWritesToTheSameBlocksAllLandInWriteBack) {
   EXPECT_EQ(done.on_workers(), 0u);
   EXPECT_EQ(rig_.engine().stats().requests_in_flight, 0u);
   ExpectReadsOnReactor();
+  EXPECT_EQ(rig_.engine().stats().requests_on_workers, 0u);  // none of the writes nor the reads
   EXPECT_TRUE(VolumeAsExpected());
   EXPECT_TRUE(rig_.engine().CheckRecordsAgreeForTest().ok());
   // Durable once synced, every sector.
@@ -152,6 +153,30 @@ TEST_F(EngineAsyncEdgesTest, SectorWritesInWriteThroughReachTheOrigin) {
   EXPECT_EQ(std::memcmp(origin.data(), want_.data(), kBytes), 0);
 }
 
+// A write of partial blocks over several lines not cached, in a cache full
+// of clean lines: each line needs a victim, which the reactor takes one line
+// at a time, so the write runs again line by line there (the workers took
+// it before), each line a read-modify-write of its own.
+TEST_F(EngineAsyncEdgesTest, SectorWritesOverSeveralLinesIntoAFullCacheRunLineByLine) {
+  Create(CacheMode::kWriteBack);
+  constexpr uint64_t kBytes = 320 * kLine;
+  AlignedBuffer all(kBytes);
+  FillPattern(all.data(), 0, kBytes, 1);
+  ASSERT_TRUE(rig_.raw_origin().Write(0, all.data(), kBytes).ok());
+  ASSERT_TRUE(rig_.engine().Read(0, all.data(), 256 * kLine).ok());  // every slot, clean
+  const std::vector<Range> writes = {{300 * kLine + kSector, 3 * kLine}, {310 * kLine - kSector, 2 * kSector}};
+  Expect(kBytes, writes);
+  Completions done(writes.size());
+  WriteAllOnReactor(writes, /*fua=*/true, done);
+  EXPECT_EQ(done.failed(), 0u) << done.last_error();
+  EXPECT_EQ(done.on_workers(), 0u);
+  EXPECT_EQ(rig_.engine().stats().requests_on_workers, 0u);
+  EXPECT_EQ(rig_.engine().stats().evictions, 6u);
+  EXPECT_EQ(rig_.engine().stats().requests_in_flight, 0u);
+  ASSERT_TRUE(rig_.PowerCutAndReopen(config_, PowerCutMode::kDropUnsynced).ok());  // FUA: durable
+  EXPECT_TRUE(VolumeAsExpected());
+}
+
 // Whole blocks in memory unfit for direct I/O go through the request's own
 // buffer, on the reactor.
 TEST_F(EngineAsyncEdgesTest, BuffersUnfitForDirectIoAreServedOnTheReactor) {
@@ -184,6 +209,7 @@ TEST_F(EngineAsyncEdgesTest, APartialBlockThatFailsItsChecksumIsLeftToTheWorkers
   WriteAllOnReactor(writes, /*fua=*/false, done);
   EXPECT_EQ(done.failed(), 0u) << done.last_error();
   EXPECT_EQ(done.on_workers(), 1u);
+  EXPECT_EQ(rig_.engine().stats().requests_on_workers, 1u);
   EXPECT_GE(rig_.engine().stats().errors.checksum_repaired, 1u);
   EXPECT_TRUE(VolumeAsExpected());
 }

@@ -753,6 +753,7 @@ TEST_F(EngineAsyncTest, OffAReactorEverythingRunsOnTheWorkers) {
   done.Wait(2);
   EXPECT_EQ(done.failed(), 0u) << done.last_error();
   EXPECT_EQ(done.on_reactor(), 0u);
+  EXPECT_EQ(rig_.engine().stats().requests_on_workers, 2u);
   AlignedBuffer want(kBlock);
   FillPattern(want.data(), 0, kBlock, 2);
   EXPECT_EQ(std::memcmp(got.data(), want.data(), kBlock), 0);

@@ -83,6 +83,7 @@ void AsyncWorkers::SyncMetadataOnce() {
 Status AsyncWorkers::Execute(const AsyncJob& job) {
   // After Shutdown, as the synchronous calls answer then.
   if (im_.shut_down.load()) return Status::Busy("the cache is shut down");
+  LiveStats::Bump(im_.stats.on_workers);
   switch (job.kind) {
     case AsyncJob::kRead: return im_.ReadRequest(job.offset, job.buffer, job.length, job.bypass);
     case AsyncJob::kWrite:

@@ -123,12 +123,17 @@ void Engine::Impl::WriteWithEdges(AsyncEdges& e) {
   EdgesToWorkers(e);
 }
 
-// Nothing written, nothing counted: the workers serve the request as sent
-// (after Shutdown, they answer as the synchronous calls do).
+// Nothing written, nothing counted. A write over several lines runs again
+// line by line on the reactor, each line a read-modify-write of its own
+// (its whole blocks may need a victim each, or some go around the cache,
+// which the reactor does one line at a time); anything else, the workers
+// serve as sent (after Shutdown, they answer as the synchronous calls do).
 void Engine::Impl::EdgesToWorkers(AsyncEdges& e) {
   ReleaseStripes(e.stripes, true);
   const AsyncJob job = e.job;
+  const bool by_line = job.kind == AsyncJob::kWrite && e.segments.size() > 1 && !shut_down.load();
   async->edges.Give(std::unique_ptr<AsyncEdges>(&e));
+  if (by_line) return SplitOnReactor(job, line_size);
   Workers().Run(job);
 }
 

@@ -7,9 +7,9 @@
 // writes (engine_async_write.cc), writes in the other modes
 // (engine_async_through.cc), trims (engine_async_trim.cc) and requests not
 // in whole blocks (engine_async_edges.cc); syncs wait in the group commit
-// (engine_sync.cc). Anything else (a checksum that fails, a write that must
-// clean a dirty victim) runs on the engine's workers through the
-// synchronous paths, which handle all of it.
+// (engine_sync.cc). Anything else (a checksum that fails, a write to a line
+// being cleaned) runs on the engine's workers through the synchronous
+// paths, which handle all of it.
 #include <algorithm>
 
 #include "cachecore/metadata/checksum.h"

@@ -13,8 +13,8 @@
 // records, an announcement's sync, a cache-side flush) goes to the record
 // committer and comes back; a failed cache write's rest goes to the
 // continuation thread (kContinue); what the reactor paths do not handle
-// (a checksum to repair, a dirty victim to clean) goes to the workers
-// whole, before anything is decided.
+// (a checksum to repair, a line being cleaned) goes to the workers whole,
+// before anything is decided.
 #pragma once
 
 #include <atomic>

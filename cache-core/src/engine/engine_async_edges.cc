@@ -115,23 +115,23 @@ bool Engine::Impl::EdgesProven(const AsyncEdges& e) const {
 
 // On the reactor, the partial blocks read, the stripes held.
 void Engine::Impl::WriteWithEdges(AsyncEdges& e) {
-  if (shut_down.load() || !EdgesProven(e)) return EdgesToWorkers(e);
+  if (shut_down.load() || !EdgesProven(e)) return EdgesToWorkers(e, /*by_line=*/false);
   std::memcpy(e.bounce.data() + (e.job.offset - e.begin), e.job.buffer, e.job.length);
   const AsyncJob whole{AsyncJob::kWrite, e.begin, e.end - e.begin, e.bounce.data(), e.job.fua, e.job.bypass, &e};
   size_t busy = kNoStripe;  // the stripes are held: none is busy
   if (TryWholeBlocksOnReactor(whole, busy, &e.stripes)) return;  // the stripes are the write's now
-  EdgesToWorkers(e);
+  EdgesToWorkers(e, /*by_line=*/e.segments.size() > 1);
 }
 
-// Nothing written, nothing counted. A write over several lines runs again
-// line by line on the reactor, each line a read-modify-write of its own
-// (its whole blocks may need a victim each, or some go around the cache,
-// which the reactor does one line at a time); anything else, the workers
-// serve as sent (after Shutdown, they answer as the synchronous calls do).
-void Engine::Impl::EdgesToWorkers(AsyncEdges& e) {
+// Nothing written, nothing counted. With `by_line` (a whole-block write
+// over several lines the reactor refused: its lines may need a victim each,
+// or some go around the cache, which the reactor does one line at a time)
+// it runs again line by line on the reactor, each line a read-modify-write
+// of its own; otherwise (a partial block not proven, Shutdown) the workers
+// serve it as sent, and after Shutdown answer as the synchronous calls do.
+void Engine::Impl::EdgesToWorkers(AsyncEdges& e, bool by_line) {
   ReleaseStripes(e.stripes, true);
   const AsyncJob job = e.job;
-  const bool by_line = job.kind == AsyncJob::kWrite && e.segments.size() > 1 && !shut_down.load();
   async->edges.Give(std::unique_ptr<AsyncEdges>(&e));
   if (by_line) return SplitOnReactor(job, line_size);
   Workers().Run(job);

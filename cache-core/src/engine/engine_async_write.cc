@@ -144,22 +144,25 @@ bool Engine::Impl::TryWriteBackAsync(uint64_t offset, const uint8_t* in, uint64_
   // one whose stripes were handed over does not (if they could not be
   // placed then, the workers would write the whole blocks with the stripes
   // let go in between).
-  const bool all_cached = std::find(w->slots.begin(), w->slots.end(), SlotTable::kNoSlot) == w->slots.end();
-  w->place_later = !all_cached && !WritableWithoutAnnouncing(*w);
+  const size_t not_cached = CountNotCached(w->slots);
+  w->place_later = not_cached > 0 && !WritableWithoutAnnouncing(*w);
   Placement placed = Placement::kElsewhere;
   if (dirty_lines || EffectiveMode() == CacheMode::kWriteBack) {
     if (!w->place_later) placed = PlaceLines(*w);
     else if (held != nullptr) placed = Placement::kElsewhere;
     else if (!admission.AdmitsEveryMiss()) placed = Placement::kByLine;
-    else placed = RoomFor(CountNotCached(w->slots)) ? Placement::kPlaced : Placement::kNoSpace;  // once announced
+    // Once announced, several lines are placed only in free slots (as
+    // PlaceLines does): without enough of them, line by line at once, not
+    // after an announcement made for nothing.
+    else if (not_cached > 1 && slots.FreeSlots() < not_cached) placed = RoomFor(not_cached) ? Placement::kByLine : Placement::kNoSpace;
+    else placed = RoomFor(not_cached) ? Placement::kPlaced : Placement::kNoSpace;  // once announced
   }
   if (placed != Placement::kPlaced) {
     slots.LeaveWrite(w->epoch);
-    const AsyncJob job{AsyncJob::kWrite, offset, length, const_cast<uint8_t*>(in), fua, bypass, done};
     // No line of it cached, and no room for them: around the cache, as
     // the workers would write it (never waiting for a line to be cleaned).
     const bool around = (placed == Placement::kNoSpace || placed == Placement::kNotAdmitted) &&
-                        CountNotCached(w->slots) == w->segments.size();
+                        not_cached == w->segments.size();
     if (around && TryWriteThroughAsync(offset, in, length, fua, /*bypass=*/true, done, busy, &w->stripes)) {
       if (placed == Placement::kNoSpace) LiveStats::Bump(stats.bypassed_no_space, w->segments.size());
       state.writes.Give(std::move(w));
@@ -170,7 +173,8 @@ bool Engine::Impl::TryWriteBackAsync(uint64_t offset, const uint8_t* in, uint64_
                          (placed == Placement::kNoSpace || placed == Placement::kByLine);
     state.writes.Give(std::move(w));
     // Each line its own way (placed, or around the cache), each a request.
-    if (by_line) SplitOnReactor(job, line_size);
+    // Only read from: the cast fits the job's one buffer field.
+    if (by_line) SplitOnReactor({AsyncJob::kWrite, offset, length, const_cast<uint8_t*>(in), fua, bypass, done}, line_size);
     return by_line;
   }
   ReachedStep("write-back-0-epoch-held");  // a test point

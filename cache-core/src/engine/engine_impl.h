@@ -264,7 +264,7 @@ struct Engine::Impl {
   bool PlanEdgeReads(AsyncEdges& edges);
   void WriteWithEdges(AsyncEdges& edges);
   bool EdgesProven(const AsyncEdges& edges) const;
-  void EdgesToWorkers(AsyncEdges& edges);
+  void EdgesToWorkers(AsyncEdges& edges, bool by_line);
   void EdgesAnswered(AsyncEdges& edges, Status status);
   // Its steps: the reads (cached runs from the cache, missing runs from the
   // origin); once they land, the proof of the cached blocks (or the whole

@@ -389,12 +389,13 @@ namespace {
 // parser made of them.
 struct SetFlags {
   std::string mode, cutoff, window, rate;
-  std::optional<uint32_t> high, low, batch;
+  std::optional<uint32_t> target, high, low, batch;
 };
 
 // One request of every flag given; kInvalidArgument saying which is wrong.
 Result<SetRequest> ToSetRequest(const SetFlags& f) {
   SetRequest r;
+  r.dirty_target_pct = f.target;
   r.dirty_high_pct = f.high;
   r.dirty_low_pct = f.low;
   r.cleaner_batch_lines = f.batch;
@@ -432,31 +433,33 @@ Result<SetRequest> ToSetRequest(const SetFlags& f) {
 int RunSet(const std::vector<std::string>& args) {
   std::string name;
   SetFlags f;
-  uint32_t high = 0, low = 0, batch = 0;
+  uint32_t target = 0, high = 0, low = 0, batch = 0;
   CommonOptions common;
   po::options_description desc = common.Describe(
-      "cachectl set NAME [--mode MODE] [--seq-cutoff SIZE] [--dirty-high PCT --dirty-low PCT] "
-      "[--cleaner-batch LINES]\n                  [--placement-window HH:MM-HH:MM|off] "
+      "cachectl set NAME [--mode MODE] [--seq-cutoff SIZE] [--dirty-target PCT] [--dirty-high PCT]\n"
+      "                  [--dirty-low PCT] [--cleaner-batch LINES] [--placement-window HH:MM-HH:MM|off] "
       "[--placement-rate SIZE]\n\nexample: cachectl set data --mode writethrough\n"
       "example: cachectl set data --placement-window 01:00-05:00 --placement-rate 32M");
   desc.add_options()
       ("name", po::value(&name)->required(), "cache name")
       ("mode", po::value(&f.mode), "new mode; leaving writeback flushes first, with progress")
       ("seq-cutoff", po::value(&f.cutoff), "sequential cutoff (0: off)")
-      ("dirty-high", po::value(&high), "the cleaner starts above this percent of lines dirty")
-      ("dirty-low", po::value(&low), "... and stops below this percent")
+      ("dirty-target", po::value(&target), "the cleaner holds dirty lines near this percent (default 10)")
+      ("dirty-low", po::value(&low), "above this percent of lines dirty the cleaner runs flat out (default 40)")
+      ("dirty-high", po::value(&high), "above this percent write-back writes are slowed down (default 60)")
       ("cleaner-batch", po::value(&batch), "lines per cleaner pass")
       ("placement-window", po::value(&f.window),
        "daily local time when the hottest data of the last day is moved in and cold data out (off: never)")
       ("placement-rate", po::value(&f.rate), "bytes a second placement and pin filling may move (e.g. 64M)");
   po::variables_map vm;
   if (int rc = common.Parse(desc, args, vm, "set", "name"); rc >= 0) return rc;
+  if (vm.count("dirty-target")) f.target = target;
   if (vm.count("dirty-high")) f.high = high;
   if (vm.count("dirty-low")) f.low = low;
   if (vm.count("cleaner-batch")) f.batch = batch;
   Result<SetRequest> request = ToSetRequest(f);
   if (request.ok() && request->empty()) {
-    return Fail(kExitUsage, "set: nothing to set (--mode, --seq-cutoff, --dirty-high, --dirty-low, --cleaner-batch, "
+    return Fail(kExitUsage, "set: nothing to set (--mode, --seq-cutoff, --dirty-target, --dirty-high, --dirty-low, --cleaner-batch, "
                             "--placement-window, --placement-rate)");
   }
   if (!request.ok()) return Fail(kExitUsage, "set: " + request.status().message());

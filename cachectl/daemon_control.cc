@@ -34,6 +34,7 @@ StatsReply StatsOf(Daemon& d) {
   num("line_size", e.line_size());
   EngineConfig now = e.settings();
   num("seq_cutoff", now.sequential_cutoff);
+  num("dirty_target_pct", now.dirty_target_pct);
   num("dirty_high_pct", now.dirty_high_pct);
   num("dirty_low_pct", now.dirty_low_pct);
   num("cleaner_batch_lines", now.cleaner_batch_lines);
@@ -60,6 +61,11 @@ StatsReply StatsOf(Daemon& d) {
   num("bypassed_no_space", s.bypassed_no_space);
   num("evictions", s.evictions);
   num("cleaner_writes", s.cleaner_writes);
+  // The cleaner's controller: what it does now, the bytes a second it
+  // cleaned over its last second, the writes it slowed (dirty past high).
+  kv("cleaner_state", s.cleaner_state);
+  num("writeback_rate", s.writeback_rate_bytes);
+  num("throttled_writes", s.throttled_writes);
   // requests.KIND: FUA writes and flushes as the front ends received them.
   num("requests.fua_writes", d.backend->fua_writes());
   num("requests.flushes", d.backend->flushes());
@@ -84,14 +90,15 @@ StatsReply StatsOf(Daemon& d) {
 }
 
 // Everything of a set but the mode, each over the value in force now.
-// The cleaner goes first: its check (low < high) is the one a user meets,
+// The cleaner goes first: its check (target <= low < high) is the one a user meets,
 // and nothing is changed when it refuses.
 Status ApplyTunables(Engine& e, const SetRequest& r) {
-  if (r.dirty_high_pct || r.dirty_low_pct || r.cleaner_batch_lines) {
+  if (r.dirty_target_pct || r.dirty_high_pct || r.dirty_low_pct || r.cleaner_batch_lines) {
     EngineConfig now = e.settings();
-    CACHECORE_RETURN_IF_ERROR(e.SetCleaner(r.dirty_high_pct.value_or(now.dirty_high_pct),
-                                           r.dirty_low_pct.value_or(now.dirty_low_pct),
-                                           r.cleaner_batch_lines.value_or(now.cleaner_batch_lines)));
+    CACHECORE_RETURN_IF_ERROR(e.SetCleaner({r.dirty_target_pct.value_or(now.dirty_target_pct),
+                                            r.dirty_high_pct.value_or(now.dirty_high_pct),
+                                            r.dirty_low_pct.value_or(now.dirty_low_pct),
+                                            r.cleaner_batch_lines.value_or(now.cleaner_batch_lines)}));
   }
   if (r.seq_cutoff_bytes) CACHECORE_RETURN_IF_ERROR(e.SetSequentialCutoff(*r.seq_cutoff_bytes));
   if (r.placement_window || r.placement_rate_bytes) {

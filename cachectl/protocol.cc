@@ -135,6 +135,7 @@ std::string EncodeSet(const SetRequest& r) {
   auto add = [&](const char* key, const std::string& value) { out += std::string(" ") + key + "=" + value; };
   if (r.mode) add("mode", cachecore::CacheModeName(*r.mode));
   if (r.seq_cutoff_bytes) add("seq_cutoff", std::to_string(*r.seq_cutoff_bytes));
+  if (r.dirty_target_pct) add("dirty_target", std::to_string(*r.dirty_target_pct));
   if (r.dirty_high_pct) add("dirty_high", std::to_string(*r.dirty_high_pct));
   if (r.dirty_low_pct) add("dirty_low", std::to_string(*r.dirty_low_pct));
   if (r.cleaner_batch_lines) add("cleaner_batch", std::to_string(*r.cleaner_batch_lines));
@@ -163,6 +164,7 @@ Status Take(std::optional<T>* field, std::string_view value, Decode decode) {
 Status DecodeSetField(std::string_view key, std::string_view value, SetRequest* r) {
   if (key == "mode") return Take(&r->mode, value, [](std::string_view v) { return cachecore::ParseCacheMode(std::string(v)); });
   if (key == "seq_cutoff") return Take(&r->seq_cutoff_bytes, value, DecodeNumber);
+  if (key == "dirty_target") return Take(&r->dirty_target_pct, value, DecodeNumber32);
   if (key == "dirty_high") return Take(&r->dirty_high_pct, value, DecodeNumber32);
   if (key == "dirty_low") return Take(&r->dirty_low_pct, value, DecodeNumber32);
   if (key == "cleaner_batch") return Take(&r->cleaner_batch_lines, value, DecodeNumber32);
@@ -297,7 +299,7 @@ Status DecodeHour(std::string_view v, std::vector<cachecore::MovementHour>* hour
 }  // namespace
 
 bool SetRequest::empty() const {
-  return !mode && !seq_cutoff_bytes && !dirty_high_pct && !dirty_low_pct && !cleaner_batch_lines &&
+  return !mode && !seq_cutoff_bytes && !dirty_target_pct && !dirty_high_pct && !dirty_low_pct && !cleaner_batch_lines &&
          !placement_window && !placement_rate_bytes;
 }
 

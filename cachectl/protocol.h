@@ -66,7 +66,7 @@ struct StopRequest {};
 struct SetRequest {
   std::optional<cachecore::CacheMode> mode;
   std::optional<uint64_t> seq_cutoff_bytes;  // 0: off
-  std::optional<uint32_t> dirty_high_pct, dirty_low_pct, cleaner_batch_lines;
+  std::optional<uint32_t> dirty_target_pct, dirty_high_pct, dirty_low_pct, cleaner_batch_lines;
   // Given or not; when given, a window or none (placement off).
   std::optional<std::optional<cachecore::PlacementWindow>> placement_window;
   std::optional<uint64_t> placement_rate_bytes;  // bytes a second, above 0

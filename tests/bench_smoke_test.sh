@@ -31,16 +31,24 @@ if len(loads) != 2 * 3 * 4:
     fail(f"{len(loads)} latency-against-load points, expected 24")
 if r["flush"]["lines"] != 100 or r["flush"]["flush_seconds"] <= 0:
     fail(f"flush section: {r['flush']}")
+pressure = r["pressure"]
+for config, phases in (("cachectl", 3), ("nbdkit-cache", 3), ("uncached", 2)):
+    done = [p for p in pressure["configs"][config] if p["iops"] > 0]
+    if len(done) != phases:
+        fail(f"pressure section: {len(done)} phases with I/O on {config}, expected {phases}")
+if not pressure["timeline"] or pressure["drain"]["seconds"] <= 0:
+    fail(f"pressure section: no timeline or drain: {pressure['drain']}")
 meta = r["metadata"][0]
 if meta["lines"] != 20000 or meta["rss_bytes_per_line"] <= 0 or meta["open_seconds"] <= 0:
     fail(f"metadata section: {meta}")
 if not r["policy"] or not 0 < r["policy"][0]["cachectl"] < 1:
     fail(f"policy section: {r['policy']}")
-for plot in ("latency-4k-randread.png", "latency-sql-8k-70r30w.png"):
+for plot in ("latency-4k-randread.png", "latency-sql-8k-70r30w.png", "pressure.png"):
     if open(f"{w}/plots/{plot}", "rb").read(8) != b"\x89PNG\r\n\x1a\n":
         fail(f"{plot} is not a PNG")
 report = open(f"{w}/report.md").read()
 for heading in ("### Seed profiles", "### IOMeter", "### Latency against load", "### Flush",
+                "### Write-back under pressure",
                 "### The hit path", "### Metadata", "### Scale", "### Policy"):
     if heading not in report:
         fail(f"the report has no '{heading}'")

@@ -67,7 +67,7 @@ expect 0 "" -- stats vol --json
 for key in '"name": "vol"' '"state": "running"' '"mode": "writeback"' '"line_size": 65536' \
            '"capacity_lines"' '"occupancy_lines"' '"dirty_lines"' '"read_hits"' '"read_misses"' \
            '"write_hits"' '"write_misses"' '"read_hit_ratio"' '"hit_ratio"' '"bypassed"' '"bypassed_no_space"' \
-           '"evictions"' '"cleaner_writes"' '"on_workers"' '"errors": {"cache": {"read": 0, "write": 0' \
+           '"evictions"' '"cleaner_writes"' '"cleaner_state"' '"writeback_rate"' '"throttled_writes"' '"on_workers"' '"errors": {"cache": {"read": 0, "write": 0' \
            '"origin": {"read": 0'; do
   grep -q "$key" "$W/out" || fail "stats --json lacks $key: $(cat "$W/out")"
 done
@@ -90,10 +90,12 @@ expect 4 "a cache named 'vol' exists already" -- attach --origin "$W/origin2.img
 expect 4 "is in use by cache 'vol'" -- attach --origin "$W/origin2.img" --cache "$W/ssd.img" --name other
 expect 4 "is in use by cache 'vol'" -- attach --origin "$W/origin.img" --cache "$W/ssd2.img" --name other
 expect 2 "unknown cache mode" -- set vol --mode sideways
-expect 2 "cleaner settings need low < high" -- set vol --dirty-high 30 --dirty-low 50
-expect 0 "" -- set vol --dirty-high 70 --cleaner-batch 32
+expect 2 "cleaner settings need target <= low < high" -- set vol --dirty-high 30 --dirty-low 50
+expect 2 "cleaner settings need target <= low < high" -- set vol --dirty-target 45
+expect 0 "" -- set vol --dirty-high 70 --cleaner-batch 32 --dirty-target 15
 expect 0 "" -- stats vol --json
-grep -q '"dirty_high_pct": 70, "dirty_low_pct": 40, "cleaner_batch_lines": 32' "$W/out" || fail "set cleaner: $(cat "$W/out")"
+grep -q '"dirty_target_pct": 15, "dirty_high_pct": 70, "dirty_low_pct": 40, "cleaner_batch_lines": 32' "$W/out" ||
+  fail "set cleaner: $(cat "$W/out")"
 
 echo "== flush, mode switch, stop and start warm"
 expect 0 "" -- flush vol

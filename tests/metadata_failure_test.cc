@@ -37,7 +37,8 @@ class MetadataFailureTest : public ::testing::TestWithParam<std::tuple<int, Cach
     config_.line_size = 4096;
     config_.mode = std::get<1>(GetParam());
     config_.background_cleaner = true;
-    config_.dirty_high_pct = 10;  // the cleaner works while the store fails
+    config_.dirty_target_pct = 2;  // the cleaner works while the store fails
+    config_.dirty_high_pct = 10;
     config_.dirty_low_pct = 5;
     ASSERT_TRUE(rig_.Create(config_).ok());
   }

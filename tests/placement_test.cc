@@ -404,11 +404,12 @@ TEST(PlacementCleaningTest, InsideTheWindowDirtyDataGoesToTheOrigin) {
   FakeClock clock;
   EngineRig rig(WithClock(&clock));
   EngineConfig c = Config(CacheMode::kWriteBack);
-  c.background_cleaner = true;  // its watermarks (60 %) are never reached here
+  c.background_cleaner = true;  // its target (40 %) is never reached here
+  c.dirty_target_pct = 40;
   ASSERT_TRUE(rig.Create(c).ok());
   ASSERT_TRUE(WritePattern(rig.engine(), 0, 256 * K, 5).ok());  // a quarter of the lines
   ASSERT_TRUE(MoverRan(clock, 3));  // the cleaner's own loop runs every 100 ms meanwhile
-  EXPECT_EQ(rig.engine().stats().dirty_lines, 64u);  // no window: the cleaner waits for its watermark
+  EXPECT_EQ(rig.engine().stats().dirty_lines, 64u);  // no window: the cleaner waits for its target
   PlacementSettings on;
   on.window = ParsePlacementWindow("01:00-05:00").value();  // the clock says noon
   ASSERT_TRUE(rig.engine().SetPlacement(on).ok());

@@ -42,9 +42,10 @@ import tempfile
 import time
 
 from bench_lib import MiB, Proc, cachectl, calibrate_fio, fio, fio_direct, uri, warm
+import bench_pressure
 import bench_report
 
-SECTIONS = ("randread", "profiles", "iometer", "latency", "flush", "hit", "metadata", "policy")
+SECTIONS = ("randread", "profiles", "iometer", "latency", "flush", "pressure", "hit", "metadata", "policy")
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRACES = os.path.join(HERE, "..", "..", "..", "shared", "traces")
 
@@ -224,6 +225,9 @@ class Bench:
                                  "disk_direct_seconds": round(disk_s, 2),
                                  "mb_s": round(count * 4096 / flush_s / 1e6, 3), "disk_seq_mb_s": 210}
         log(f"  flush {flush_s:.1f} s; the disk writing them itself at QD32 {disk_s:.1f} s")
+
+    def pressure(self):
+        bench_pressure.pressure(self, log, log_point)
 
     def hit(self):
         log("== the hit path, against the limit")

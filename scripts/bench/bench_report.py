@@ -2,6 +2,8 @@
 import os
 import re
 
+import bench_pressure
+
 QNAP = {"4k-randread": "27.8x", "4k-randwrite": "93x", "64k-seqread": "2.2x", "64k-seqwrite": "3.4x"}
 CONFIGS = ("uncached", "cachectl", "nbdkit-cache")
 BLOCK_STATE_BYTES = 13  # RAM per 4 KiB block of a line: CRC (4), flush epoch (8), flags (1)
@@ -284,7 +286,8 @@ def report(results, plots):
                   "and fio's (client), \"total (daemon + fio)\"; daemon threads: the most seen while fio ran "
                   "(see \"CPU per I/O and threads\" above).", ""]
     lines += randread_table(pts) + profile_table(pts) + iometer_table(pts) + latency_plots(pts, plots)
-    lines += flush_lines(results) + hit_table(pts) + metadata_lines(results) + policy_table(results)
+    lines += flush_lines(results) + bench_pressure.report_lines(results, plots) + hit_table(pts)
+    lines += metadata_lines(results) + policy_table(results)
     return "\n".join(lines)
 
 

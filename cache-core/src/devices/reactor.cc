@@ -140,6 +140,15 @@ void Reactor::Fsync(int fd, ReactorOp* op) {
   Prepared(sqe, op);
 }
 
+void Reactor::After(uint64_t nanoseconds, ReactorTimer* timer) {
+  static_assert(sizeof(timer->timespec) == sizeof(__kernel_timespec));
+  timer->timespec[0] = static_cast<int64_t>(nanoseconds / 1000000000);
+  timer->timespec[1] = static_cast<int64_t>(nanoseconds % 1000000000);
+  io_uring_sqe* sqe = NextSqe();
+  io_uring_prep_timeout(sqe, reinterpret_cast<__kernel_timespec*>(timer->timespec), 0, 0);
+  Prepared(sqe, timer);
+}
+
 void Reactor::Command(int fd, uint32_t cmd_op, const void* payload, uint32_t length,
                       ReactorOp* op) {
   constexpr uint32_t kPayloadRoom = 2 * sizeof(io_uring_sqe) - offsetof(io_uring_sqe, cmd);

@@ -15,6 +15,7 @@ namespace {
 constexpr uint32_t kDefaultLineSize = 64 * 1024;
 const char kModeKey[] = "mode";
 const char kCutoffKey[] = "sequential_cutoff";
+const char kDirtyTargetKey[] = "dirty_target_pct";
 const char kDirtyHighKey[] = "dirty_high_pct";
 const char kDirtyLowKey[] = "dirty_low_pct";
 const char kCleanerBatchKey[] = "cleaner_batch_lines";
@@ -27,11 +28,19 @@ void LoadNumber(MetadataStore* store, const char* key, T* value) {
   }
 }
 
-Status CheckCleaner(uint32_t high, uint32_t low, uint32_t batch) {
-  if (low < high && high <= 100 && batch >= 1) return Status::Ok();
-  return Status::InvalidArgument("cleaner settings need low < high <= 100 and a batch of at least 1 "
-                                 "(got high " + std::to_string(high) + ", low " + std::to_string(low) +
-                                 ", batch " + std::to_string(batch) + ")");
+Status CheckCleaner(const Engine::CleanerSettings& c) {
+  if (c.dirty_target_pct <= c.dirty_low_pct && c.dirty_low_pct < c.dirty_high_pct &&
+      c.dirty_high_pct <= 100 && c.batch_lines >= 1) {
+    return Status::Ok();
+  }
+  return Status::InvalidArgument(
+      "cleaner settings need target <= low < high <= 100 and a batch of at least 1 (got target " +
+      std::to_string(c.dirty_target_pct) + ", high " + std::to_string(c.dirty_high_pct) + ", low " +
+      std::to_string(c.dirty_low_pct) + ", batch " + std::to_string(c.batch_lines) + ")");
+}
+
+Engine::CleanerSettings CleanerOf(const EngineConfig& c) {
+  return {c.dirty_target_pct, c.dirty_high_pct, c.dirty_low_pct, c.cleaner_batch_lines};
 }
 
 Status CheckLineSize(uint32_t line_size) {
@@ -126,13 +135,17 @@ Status CheckOrigin(const CacheIdentity& id, BlockDevice* origin, uint32_t wanted
 }  // namespace
 
 Engine::Impl::Impl(const EngineDevices& devices, const EngineConfig& cfg, const CacheIdentity& id)
-    : dev(devices), config(cfg), identity(id), line_size(id.line_size),
+    : dev(devices), raw_origin(devices.origin), origin_meter(devices.origin), config(cfg),
+      identity(id), line_size(id.line_size),
       blocks_per_line(id.line_size / kBlockSize), capacity(static_cast<uint32_t>(id.line_count)),
-      mode(cfg.mode), dirty_high_pct(cfg.dirty_high_pct), dirty_low_pct(cfg.dirty_low_pct),
+      mode(cfg.mode), dirty_target_pct(cfg.dirty_target_pct), dirty_high_pct(cfg.dirty_high_pct),
+      dirty_low_pct(cfg.dirty_low_pct),
       cleaner_batch_lines(cfg.cleaner_batch_lines),
       admission(cfg.sequential_cutoff, cfg.admit_after_misses),
       slots(capacity, blocks_per_line, id, cfg.promote_after_hits, stats),
-      pin_limit_lines(uint64_t{capacity} * kPinLimitPct / 100), heat(id.origin_size, id.line_size) {}
+      pin_limit_lines(uint64_t{capacity} * kPinLimitPct / 100), heat(id.origin_size, id.line_size) {
+  dev.origin = &origin_meter;
+}
 
 Engine::Impl::~Impl() {
   StopAsync();  // runs what is queued (nothing, once the caller stopped its I/O)
@@ -162,7 +175,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineDevices& d, const Eng
   EngineConfig cfg = config;
   if (cfg.line_size == 0) cfg.line_size = kDefaultLineSize;
   CACHECORE_RETURN_IF_ERROR(CheckLineSize(cfg.line_size));
-  CACHECORE_RETURN_IF_ERROR(CheckCleaner(cfg.dirty_high_pct, cfg.dirty_low_pct, cfg.cleaner_batch_lines));
+  CACHECORE_RETURN_IF_ERROR(CheckCleaner(CleanerOf(cfg)));
   if (d.origin->size_bytes() % kBlockSize != 0) {
     return Status::InvalidArgument("origin size " + std::to_string(d.origin->size_bytes()) +
                                    " is not a multiple of 4 KiB");
@@ -201,7 +214,8 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineDevices& d, const Eng
   CACHECORE_RETURN_IF_ERROR(d.metadata->PutConfig(kModeKey, CacheModeName(cfg.mode), false));
   CACHECORE_RETURN_IF_ERROR(
       d.metadata->PutConfig(kCutoffKey, std::to_string(cfg.sequential_cutoff), false));
-  for (auto [key, value] : {std::pair{kDirtyHighKey, cfg.dirty_high_pct},
+  for (auto [key, value] : {std::pair{kDirtyTargetKey, cfg.dirty_target_pct},
+                            std::pair{kDirtyHighKey, cfg.dirty_high_pct},
                             std::pair{kDirtyLowKey, cfg.dirty_low_pct},
                             std::pair{kCleanerBatchKey, cfg.cleaner_batch_lines}}) {
     CACHECORE_RETURN_IF_ERROR(d.metadata->PutConfig(key, std::to_string(value), false));
@@ -253,10 +267,16 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineDevices& d, const Engin
   LoadNumber(d.metadata, kDirtyHighKey, &cfg.dirty_high_pct);
   LoadNumber(d.metadata, kDirtyLowKey, &cfg.dirty_low_pct);
   LoadNumber(d.metadata, kCleanerBatchKey, &cfg.cleaner_batch_lines);
-  if (!CheckCleaner(cfg.dirty_high_pct, cfg.dirty_low_pct, cfg.cleaner_batch_lines).ok()) {
-    cfg.dirty_high_pct = EngineConfig{}.dirty_high_pct;  // a damaged setting: the defaults
-    cfg.dirty_low_pct = EngineConfig{}.dirty_low_pct;
-    cfg.cleaner_batch_lines = EngineConfig{}.cleaner_batch_lines;
+  // A cache saved before the target existed: the default, or its low
+  // watermark when that is lower.
+  cfg.dirty_target_pct = std::min(cfg.dirty_target_pct, cfg.dirty_low_pct);
+  LoadNumber(d.metadata, kDirtyTargetKey, &cfg.dirty_target_pct);
+  if (!CheckCleaner(CleanerOf(cfg)).ok()) {
+    const EngineConfig defaults;  // a damaged setting: the defaults
+    cfg.dirty_target_pct = defaults.dirty_target_pct;
+    cfg.dirty_high_pct = defaults.dirty_high_pct;
+    cfg.dirty_low_pct = defaults.dirty_low_pct;
+    cfg.cleaner_batch_lines = defaults.cleaner_batch_lines;
   }
   auto impl = std::make_unique<Impl>(d, cfg, sb->identity);
   impl->LoadPlacement();  // before the lines: pinned ones stay out of the policy
@@ -367,6 +387,7 @@ Status Engine::Write(uint64_t offset, const void* buffer, uint64_t length, bool 
   CACHECORE_RETURN_IF_ERROR(CheckRange(*impl_, offset, length));
   CACHECORE_RETURN_IF_ERROR(RefuseIfMetadataFailed(*impl_));
   const bool bypass = impl_->BypassAndHeat(offset, length);
+  impl_->ThrottleWrite(bypass);
   return impl_->WriteRequest(offset, static_cast<const uint8_t*>(buffer), length, fua, bypass);
 }
 
@@ -437,22 +458,25 @@ EngineConfig Engine::settings() const {
   c.line_size = impl_->line_size;
   c.mode = impl_->mode.load();
   c.sequential_cutoff = impl_->admission.sequential_cutoff();
+  c.dirty_target_pct = impl_->dirty_target_pct.load();
   c.dirty_high_pct = impl_->dirty_high_pct.load();
   c.dirty_low_pct = impl_->dirty_low_pct.load();
   c.cleaner_batch_lines = impl_->cleaner_batch_lines.load();
   return c;
 }
 
-Status Engine::SetCleaner(uint32_t high, uint32_t low, uint32_t batch) {
-  CACHECORE_RETURN_IF_ERROR(CheckCleaner(high, low, batch));
-  impl_->dirty_high_pct.store(high);
-  impl_->dirty_low_pct.store(low);
-  impl_->cleaner_batch_lines.store(batch);
+Status Engine::SetCleaner(const CleanerSettings& c) {
+  CACHECORE_RETURN_IF_ERROR(CheckCleaner(c));
+  impl_->dirty_target_pct.store(c.dirty_target_pct);
+  impl_->dirty_high_pct.store(c.dirty_high_pct);
+  impl_->dirty_low_pct.store(c.dirty_low_pct);
+  impl_->cleaner_batch_lines.store(c.batch_lines);
   impl_->cleaner_cv.notify_all();
   MetadataStore* m = impl_->dev.metadata;
-  CACHECORE_RETURN_IF_ERROR(m->PutConfig(kDirtyHighKey, std::to_string(high), false));
-  CACHECORE_RETURN_IF_ERROR(m->PutConfig(kDirtyLowKey, std::to_string(low), false));
-  return m->PutConfig(kCleanerBatchKey, std::to_string(batch), true);
+  CACHECORE_RETURN_IF_ERROR(m->PutConfig(kDirtyTargetKey, std::to_string(c.dirty_target_pct), false));
+  CACHECORE_RETURN_IF_ERROR(m->PutConfig(kDirtyHighKey, std::to_string(c.dirty_high_pct), false));
+  CACHECORE_RETURN_IF_ERROR(m->PutConfig(kDirtyLowKey, std::to_string(c.dirty_low_pct), false));
+  return m->PutConfig(kCleanerBatchKey, std::to_string(c.batch_lines), true);
 }
 
 Status Engine::SetSequentialCutoff(uint64_t bytes) {

@@ -87,6 +87,7 @@ Status AsyncWorkers::Execute(const AsyncJob& job) {
   switch (job.kind) {
     case AsyncJob::kRead: return im_.ReadRequest(job.offset, job.buffer, job.length, job.bypass);
     case AsyncJob::kWrite:
+      if (job.throttle) im_.ThrottleWrite(job.bypass);
       return im_.WriteRequest(job.offset, job.buffer, job.length, job.fua, job.bypass);
     case AsyncJob::kDiscard: return im_.DiscardRequest(job.offset, job.length);
     default: break;
@@ -378,9 +379,24 @@ void Engine::WriteAsync(uint64_t offset, const void* buffer, uint64_t length, bo
   const bool bypass = impl_->BypassAndHeat(offset, length);
   // Only read from: the cast fits the job's one buffer field.
   auto* in = const_cast<uint8_t*>(static_cast<const uint8_t*>(buffer));
-  const AsyncJob job{AsyncJob::kWrite, offset, length, in, fua, bypass, done};
-  if (Reactor::Current() != nullptr) return impl_->RunOnReactor(job, nullptr);
-  impl_->Workers().Run(job);
+  AsyncJob job{AsyncJob::kWrite, offset, length, in, fua, bypass, done};
+  if (Reactor::Current() == nullptr) {
+    job.throttle = true;
+    return impl_->Workers().Run(job);
+  }
+  const std::chrono::microseconds delay = bypass ? std::chrono::microseconds{} : impl_->ThrottleDelay();
+  if (delay.count() == 0) return impl_->RunOnReactor(job, nullptr);
+  LiveStats::Bump(impl_->stats.throttled_writes);
+  ThrottledWrite* held = impl_->Async().throttled.Take().release();
+  held->im = impl_.get();
+  held->job = job;
+  Reactor::Current()->After(std::chrono::nanoseconds(delay).count(), held);
+}
+
+void Engine::Impl::RunThrottled(ThrottledWrite& held) {
+  const AsyncJob job = held.job;
+  async->throttled.Give(std::unique_ptr<ThrottledWrite>(&held));
+  RunOnReactor(job, nullptr);
 }
 
 void Engine::Impl::StopAsync() {

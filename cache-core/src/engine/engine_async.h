@@ -57,6 +57,7 @@ struct AsyncJob {
   bool fua = false, bypass = false;
   EngineCompletion* done = nullptr;
   ReactorTask* next = nullptr;
+  bool throttle = false;  // a write from off a reactor: its worker waits ThrottleDelay() first
 };
 
 class AsyncWorkers {
@@ -117,6 +118,14 @@ struct ParkedRequest final : StripeWaiter, ReactorTask {
   AsyncJob job{AsyncJob::kRead};
   void Unparked() override { reactor->Post(this); }
   void Run() override { im->RunOnReactor(job, this); }
+};
+
+// A write-back write held back on its reactor (Engine::WriteAsync) because
+// dirty lines passed the high watermark: run once its delay has passed.
+struct ThrottledWrite final : ReactorTimer {
+  Engine::Impl* im = nullptr;
+  AsyncJob job{AsyncJob::kWrite};
+  void OnComplete(int) override { im->RunThrottled(*this); }
 };
 
 // A request over kMaxOnReactor bytes, served on its reactor as parts of at
@@ -425,6 +434,7 @@ struct AsyncState {
   RequestPool<ParkedRequest> parked;
   RequestPool<SplitRequest> splits;
   RequestPool<AsyncEdges> edges;
+  RequestPool<ThrottledWrite> throttled;
   std::atomic<bool> metadata_sync_queued{false};  // one kSyncMetadata job at a time
   AsyncWorkers workers;
   RecordCommitter committer;

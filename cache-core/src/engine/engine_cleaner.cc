@@ -93,13 +93,14 @@ Status Engine::Impl::WriteClean(CleanJob& job) {
   }
   if (writes.empty()) return Status::Ok();
   // The origin copy must be durable before any block is called clean.
-  Status s = dev.origin->SubmitAndWait(writes);
+  // The origin itself, not the meter: cleaning is not client I/O there.
+  Status s = raw_origin->SubmitAndWait(writes);
   if (!s.ok()) {
     LiveStats::Bump(stats.origin_write_err);
     return s;  // data stays dirty on the cache and is retried
   }
   ReachedStep("flush-1-origin-written");
-  s = dev.origin->Flush();
+  s = raw_origin->Flush();
   if (!s.ok()) {
     LiveStats::Bump(stats.origin_flush_err);
     return s;
@@ -271,50 +272,6 @@ Status Engine::Impl::CleanForModeSwitch(const FlushProgress& progress) {
     if (stats.dirty_lines.load() == 0) return Status::Ok();
   }
   return Status::Busy("lines were written again while they were cleaned; still in write-back");
-}
-
-void Engine::Impl::CleanerLoop() {
-  NameThisThread("cachectl-clean");
-  MutexLock lock(cleaner_mu);
-  while (!cleaner_stop) {
-    lock.WaitFor(cleaner_cv, std::chrono::milliseconds(100));
-    if (cleaner_stop) break;
-    lock.Unlock();
-    const uint64_t high = uint64_t{capacity} * dirty_high_pct.load() / 100;
-    const uint64_t low = uint64_t{capacity} * dirty_low_pct.load() / 100;
-    // Cleaning ends in a synced record; with a failed store it cannot.
-    if (dev.metadata->failed()) {
-      lock.Lock();
-      continue;
-    }
-    if (failed.load() || stats.dirty_lines.load() > high) {
-      uint64_t target = failed.load() ? 0 : low;
-      while (stats.dirty_lines.load() > target) {
-        {
-          MutexLock stop_check(cleaner_mu);
-          if (cleaner_stop) break;
-        }
-        Result<uint64_t> r = CleanPass(cleaner_batch_lines.load());
-        if (!r.ok() || r.value() == 0) break;  // retried at the next wake-up
-        std::this_thread::yield();              // let client I/O in between passes
-      }
-    }
-    lock.Lock();
-  }
-}
-
-void Engine::Impl::StartCleaner() {
-  if (!config.background_cleaner) return;
-  cleaner = std::thread([this] { CleanerLoop(); });
-}
-
-void Engine::Impl::StopCleaner() {
-  {
-    MutexLock lock(cleaner_mu);
-    cleaner_stop = true;
-  }
-  cleaner_cv.notify_all();
-  if (cleaner.joinable()) cleaner.join();
 }
 
 }  // namespace cachecore

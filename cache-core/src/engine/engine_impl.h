@@ -11,6 +11,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <memory>
@@ -21,7 +22,9 @@
 #include <vector>
 
 #include "policy/admission.h"
+#include "engine/origin_meter.h"
 #include "engine/slot_table.h"
+#include "engine/writeback_controller.h"
 #include "cachecore/engine/engine.h"
 #include "placement/heat_map.h"
 #include "placement/line_intervals.h"
@@ -61,6 +64,7 @@ struct AsyncThrough;      // engine_async.h
 struct AsyncTrim;         // engine_async.h
 struct SplitRequest;      // engine_async.h
 struct AsyncJob;          // engine_async.h
+struct ThrottledWrite;    // engine_async.h
 
 // A synchronous client request, counted in flight while it lives.
 class RequestInFlight {
@@ -242,6 +246,8 @@ struct Engine::Impl {
   // tried again (`parked`: the request, when this is that retry), or run
   // on the workers.
   void RunOnReactor(AsyncJob job, ParkedRequest* parked);
+  // A write held back by throttling, on its reactor once its delay passed.
+  void RunThrottled(ThrottledWrite& held);
   // A request as parts on the calling reactor, cut at multiples of `cut`
   // bytes of the volume (kMaxOnReactor for a request over it; line_size for
   // a write whose lines go each their own way).
@@ -444,8 +450,18 @@ struct Engine::Impl {
   // writes that saw the old mode, then flushes until no line is dirty.
   Status CleanForModeSwitch(const FlushProgress& progress);
   void CleanerLoop();
+  // One tick of the background cleaner, `seconds` after the last: the
+  // controller's reading, then the passes it allows. Returns lines cleaned.
+  Result<uint64_t> CleanerTick(double seconds) EXCLUDES(cleaner_tick_mu);
+  WritebackController::Reading CleanerReading(double seconds) REQUIRES(cleaner_tick_mu);
   void StartCleaner();
   void StopCleaner();
+  // How long a write-back write waits before it runs: 0 unless dirty lines
+  // passed the high watermark (or clean and free ones fell under the
+  // reserve), then more the fuller the cache, up to kMaxThrottle.
+  std::chrono::microseconds ThrottleDelay() const;
+  // The synchronous paths' wait (counted in throttled_writes).
+  void ThrottleWrite(bool bypass);
 
   // ---- recovery (engine_recovery.cc)
   // Fills the slot table from the store (reads only). Slots whose records
@@ -491,7 +507,9 @@ struct Engine::Impl {
   uint64_t CleanInWindow(uint64_t budget);
   bool InPlacementWindow(int64_t now) const;
 
-  EngineDevices dev;
+  EngineDevices dev;  // dev.origin is origin_meter
+  BlockDevice* const raw_origin;  // the origin itself: the cleaner's way there
+  OriginMeter origin_meter;
   // Calendar time for the heat map, the movement log and the window (after dev).
   Clock* const clock = dev.clock != nullptr ? dev.clock : SystemClock();
   EngineConfig config;
@@ -507,7 +525,7 @@ struct Engine::Impl {
 
   std::atomic<CacheMode> mode;
   // Cleaner settings, changeable while running (Engine::SetCleaner).
-  std::atomic<uint32_t> dirty_high_pct, dirty_low_pct, cleaner_batch_lines;
+  std::atomic<uint32_t> dirty_target_pct, dirty_high_pct, dirty_low_pct, cleaner_batch_lines;
   std::atomic<bool> failed{false};
   std::atomic<uint64_t> cache_errors{0};
   LiveStats stats;
@@ -519,6 +537,11 @@ struct Engine::Impl {
   std::condition_variable cleaner_cv;
   bool cleaner_stop GUARDED_BY(cleaner_mu) = false;
   std::thread cleaner;
+  Mutex cleaner_tick_mu;  // one tick at a time (the cleaner's, or a test's)
+  WritebackController controller GUARDED_BY(cleaner_tick_mu);
+  uint64_t origin_ops_seen GUARDED_BY(cleaner_tick_mu) = 0;
+  double origin_ops_per_s GUARDED_BY(cleaner_tick_mu) = 0;  // clients', smoothed over a second
+  double cleaned_per_s GUARDED_BY(cleaner_tick_mu) = 0;     // blocks, smoothed over a second
   std::atomic<bool> shut_down{false};
 
   // Pinning and placement.

@@ -27,7 +27,8 @@ void LiveStats::ResetCounters() {
                   &read_miss_req, &write_full, &write_partial, &write_miss_req, &promotions,
                   &evictions, &bypassed, &bypassed_no_space, &cleaner_writes, &cleaned_blocks, &cache_read_err,
                   &cache_write_err, &cache_flush_err, &origin_read_err, &origin_write_err,
-                  &origin_flush_err, &metadata_err, &checksum_repaired, &checksum_failed, &on_workers}) {
+                  &origin_flush_err, &metadata_err, &checksum_repaired, &checksum_failed, &on_workers,
+                  &throttled_writes}) {
     c->store(0, std::memory_order_relaxed);
   }
   peak_in_flight.store(Load(in_flight), std::memory_order_relaxed);
@@ -55,6 +56,9 @@ StatsSnapshot LiveStats::Snapshot(uint64_t capacity_lines, bool failed) const {
   s.bypassed_no_space = Load(bypassed_no_space);
   s.cleaner_writes = Load(cleaner_writes);
   s.cleaned_blocks = Load(cleaned_blocks);
+  s.cleaner_state = kCleanerStateNames[cleaner_state.load(std::memory_order_relaxed) % 4];
+  s.writeback_rate_bytes = Load(writeback_rate_bytes);
+  s.throttled_writes = Load(throttled_writes);
   s.requests_in_flight = Load(in_flight);
   s.peak_requests_in_flight = Load(peak_in_flight);
   s.requests_on_workers = Load(on_workers);

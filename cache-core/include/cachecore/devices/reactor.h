@@ -30,6 +30,17 @@ class ReactorOp {
   ~ReactorOp() = default;
 };
 
+// An operation that completes once a delay has passed (Reactor::After):
+// OnComplete then runs with -ETIME. The delay stays here (in the layout
+// of the kernel's timespec) until then.
+class ReactorTimer : public ReactorOp {
+ public:
+  int64_t timespec[2] = {0, 0};  // seconds, nanoseconds
+
+ protected:
+  ~ReactorTimer() = default;
+};
+
 // Work handed to the reactor from another thread. Intrusive (the reactor
 // links it): posting allocates nothing. The poster owns it; it must stay
 // until Run() has been called.
@@ -67,6 +78,9 @@ class Reactor {
   void Recv(int fd, void* buffer, uint32_t length, ReactorOp* op);
   void SendMsg(int fd, const msghdr* msg, ReactorOp* op);
   void Fsync(int fd, ReactorOp* op);  // fdatasync
+  // Completes `timer` after `nanoseconds` (a timeout on the ring: nothing
+  // waits on a thread meanwhile).
+  void After(uint64_t nanoseconds, ReactorTimer* timer);
   // A driver command (IORING_OP_URING_CMD) on `fd`: `cmd_op` and up to 80
   // bytes of `payload`, copied. Only on a reactor created with `commands`.
   void Command(int fd, uint32_t cmd_op, const void* payload, uint32_t length, ReactorOp* op);

@@ -33,8 +33,15 @@ struct EngineConfig {
   CacheMode mode = CacheMode::kWriteThrough;
   uint64_t sequential_cutoff = 1 << 20;  // bytes of a sequential stream before it bypasses; 0: off
   uint32_t admit_after_misses = 1;       // n-hit filter: allocate on the nth miss of a line
-  uint32_t dirty_high_pct = 60;          // the cleaner starts above this share of dirty lines
-  uint32_t dirty_low_pct = 40;           // ... and stops below this one
+  // Write-back under pressure (docs/design.md): the cleaner's controller
+  // holds dirty lines near `dirty_target_pct` of the cache, backing off to
+  // a trickle while clients keep the origin busy; above `dirty_low_pct`
+  // (or with fewer clean and free lines than the reserve, 2 %) it cleans
+  // flat out; above `dirty_high_pct` write-back writes are delayed, more
+  // the fuller the cache, never failed. target <= low < high <= 100.
+  uint32_t dirty_target_pct = 10;
+  uint32_t dirty_high_pct = 60;
+  uint32_t dirty_low_pct = 40;
   uint32_t cleaner_batch_lines = 64;     // lines per cleaner pass (sorted, coalesced)
   uint64_t error_threshold = 128;        // cache-device errors before the failed state
   bool background_cleaner = true;        // false: lines are cleaned only by Flush and eviction
@@ -139,10 +146,14 @@ class Engine {
   EngineConfig settings() const;
   // Sequential cutoff in bytes (0: off); takes effect at once, and is saved.
   Status SetSequentialCutoff(uint64_t bytes);
-  // Cleaner watermarks (percent of lines dirty: it starts above `high` and
-  // stops below `low`) and lines per pass. kInvalidArgument unless
-  // low < high <= 100 and batch >= 1. Takes effect at once, and is saved.
-  Status SetCleaner(uint32_t dirty_high_pct, uint32_t dirty_low_pct, uint32_t batch_lines);
+  // The cleaner's target, watermarks (percent of lines dirty; see
+  // EngineConfig) and lines per pass. kInvalidArgument unless
+  // target <= low < high <= 100 and batch >= 1 (nothing changes then).
+  // Takes effect at once, and is saved.
+  struct CleanerSettings {
+    uint32_t dirty_target_pct, dirty_high_pct, dirty_low_pct, batch_lines;
+  };
+  Status SetCleaner(const CleanerSettings& settings);
 
   // Keeps the lines of [offset, offset+length) (rounded out to whole lines)
   // in the cache: never evicted, filled from the origin in the background
@@ -185,6 +196,12 @@ class Engine {
   // Otherwise an eviction changes what the block reads. Reads both
   // devices; the same terms as above.
   Status CheckCleanDataForTest(const std::function<bool(uint64_t sector)>& may_differ) const;
+
+  // Test only, for an engine created with background_cleaner off: one tick
+  // of the background cleaner as if `seconds` had passed since the last
+  // (its controller's reading, then the passes it allows). Returns the
+  // lines cleaned.
+  Result<uint64_t> RunCleanerTickForTest(double seconds);
 
   // Syncs, stops the cleaner, records a clean shutdown. Dirty lines stay
   // (write-back data is safe on the cache device). Idempotent. The caller

@@ -30,6 +30,15 @@ struct StatsSnapshot {
   // request: the cleaner keeps clean lines).
   uint64_t bypassed_no_space = 0;
   uint64_t cleaner_writes = 0, cleaned_blocks = 0;
+  // The background cleaner (see docs/design.md, "Write-back under
+  // pressure"): what its controller is doing ("idle", "controlled",
+  // "backing off" while clients keep the origin busy, "flat out" above the
+  // low watermark or under the reserve of clean lines), the bytes per
+  // second it cleaned over its last second, and the write-back writes
+  // delayed because dirty lines passed the high watermark.
+  std::string cleaner_state = "idle";
+  uint64_t writeback_rate_bytes = 0;
+  uint64_t throttled_writes = 0;
   // Client requests (reads, writes, trims, syncs) the engine has taken and
   // not yet answered: now, and the most at once since start or reset (what
   // a front end's queue depth reaches inside the engine).
@@ -48,6 +57,9 @@ struct StatsSnapshot {
   double hit_ratio() const;
 };
 
+// StatsSnapshot::cleaner_state's values, by LiveStats::cleaner_state.
+inline constexpr const char* kCleanerStateNames[] = {"idle", "controlled", "backing off", "flat out"};
+
 // The engine's live counters. Each field mirrors StatsSnapshot.
 struct LiveStats {
   std::atomic<uint64_t> read_hits{0}, read_misses{0}, write_hits{0}, write_misses{0};
@@ -56,6 +68,8 @@ struct LiveStats {
   std::atomic<uint64_t> occupancy_lines{0}, dirty_lines{0};
   std::atomic<uint64_t> promotions{0}, evictions{0}, bypassed{0}, bypassed_no_space{0};
   std::atomic<uint64_t> cleaner_writes{0}, cleaned_blocks{0};
+  std::atomic<uint64_t> writeback_rate_bytes{0}, throttled_writes{0};
+  std::atomic<uint8_t> cleaner_state{0};  // an index into kCleanerStateNames
   std::atomic<uint64_t> cache_read_err{0}, cache_write_err{0}, cache_flush_err{0};
   std::atomic<uint64_t> origin_read_err{0}, origin_write_err{0}, origin_flush_err{0};
   std::atomic<uint64_t> metadata_err{0}, checksum_repaired{0}, checksum_failed{0};

@@ -1,0 +1,133 @@
+// Write-back under pressure: the background cleaner's loop around its
+// controller (writeback_controller.h), and the throttling of writers once
+// dirty lines pass the high watermark. No request ever cleans a line
+// itself (a miss with no clean or free slot goes around the cache), so
+// what keeps clean lines at hand is this: the controller near the target,
+// flat out past the low watermark or under the reserve, and writers slowed
+// past the high one.
+#include <algorithm>
+#include <thread>
+
+#include "base/thread_name.h"
+#include "engine/engine_impl.h"
+
+namespace cachecore {
+
+namespace {
+
+constexpr auto kCleanerTick = std::chrono::milliseconds(100);
+// Clean or free lines the cleaner keeps at least, in percent of the cache.
+constexpr uint64_t kReservePct = 2;
+// Client operations per second on the origin from which the origin counts
+// as busy (the cleaner then trickles).
+constexpr double kBusyOriginOpsPerSecond = 10;
+// A write-back write's longest wait, with every line dirty.
+constexpr auto kMaxThrottle = std::chrono::microseconds(10000);
+
+// Moves `average` towards `now` as a one-second moving average would.
+void Smooth(double& average, double now, double seconds) {
+  average += (now - average) * std::min(1.0, seconds);
+}
+
+}  // namespace
+
+WritebackController::Reading Engine::Impl::CleanerReading(double seconds) {
+  const uint64_t ops = origin_meter.operations();
+  if (seconds > 0) Smooth(origin_ops_per_s, double(ops - origin_ops_seen) / seconds, seconds);
+  origin_ops_seen = ops;
+  WritebackController::Reading r;
+  r.capacity_lines = capacity;
+  r.dirty_lines = stats.dirty_lines.load();
+  r.batch_lines = std::max<uint32_t>(cleaner_batch_lines.load(), 1);
+  r.origin_busy = origin_ops_per_s >= kBusyOriginOpsPerSecond;
+  if (failed.load()) return r;  // a failing cache drains, all of it, flat out
+  r.target_lines = uint64_t{capacity} * dirty_target_pct.load() / 100;
+  r.flat_out_lines = uint64_t{capacity} * dirty_low_pct.load() / 100;
+  r.reserve_lines = std::max<uint64_t>(1, uint64_t{capacity} * kReservePct / 100);
+  return r;
+}
+
+Result<uint64_t> Engine::Impl::CleanerTick(double seconds) {
+  MutexLock lock(cleaner_tick_mu);
+  const WritebackController::Reading r = CleanerReading(seconds);
+  // Cleaning ends in a synced record; with a failed store it cannot.
+  const uint64_t allowed = dev.metadata->failed() ? 0 : controller.Tick(r, seconds);
+  stats.cleaner_state.store(static_cast<uint8_t>(controller.state()), std::memory_order_relaxed);
+  const bool flat_out = controller.state() == WritebackController::State::kFlatOut;
+  uint64_t cleaned = 0;
+  const uint64_t blocks_before = stats.cleaned_blocks.load();
+  Status error;
+  while (cleaned < allowed) {
+    {
+      MutexLock stop_check(cleaner_mu);
+      if (cleaner_stop) break;
+    }
+    Result<uint64_t> n = CleanPass(std::min<uint64_t>(allowed - cleaned, r.batch_lines));
+    if (!n.ok()) error = n.status();
+    if (!n.ok() || n.value() == 0) break;  // tried again at the next tick
+    cleaned += n.value();
+    if (flat_out) std::this_thread::yield();  // let client I/O in between passes
+  }
+  controller.Spent(allowed, cleaned);
+  const uint64_t blocks = stats.cleaned_blocks.load() - std::min(blocks_before, stats.cleaned_blocks.load());
+  if (seconds > 0) Smooth(cleaned_per_s, double(blocks) / seconds, seconds);
+  stats.writeback_rate_bytes.store(static_cast<uint64_t>(cleaned_per_s * kBlockSize),
+                                   std::memory_order_relaxed);
+  if (!error.ok()) return error;
+  return cleaned;
+}
+
+void Engine::Impl::CleanerLoop() {
+  NameThisThread("cachectl-clean");
+  auto last = std::chrono::steady_clock::now();
+  MutexLock lock(cleaner_mu);
+  while (!cleaner_stop) {
+    lock.WaitFor(cleaner_cv, kCleanerTick);
+    if (cleaner_stop) break;
+    lock.Unlock();
+    const auto now = std::chrono::steady_clock::now();
+    const double seconds = std::chrono::duration<double>(now - last).count();
+    last = now;
+    (void)CleanerTick(seconds);  // errors are counted; the next tick tries again
+    lock.Lock();
+  }
+}
+
+void Engine::Impl::StartCleaner() {
+  if (!config.background_cleaner) return;
+  cleaner = std::thread([this] { CleanerLoop(); });
+}
+
+void Engine::Impl::StopCleaner() {
+  {
+    MutexLock lock(cleaner_mu);
+    cleaner_stop = true;
+  }
+  cleaner_cv.notify_all();
+  if (cleaner.joinable()) cleaner.join();
+}
+
+std::chrono::microseconds Engine::Impl::ThrottleDelay() const {
+  if (EffectiveMode() != CacheMode::kWriteBack) return {};
+  const uint64_t dirty = stats.dirty_lines.load(std::memory_order_relaxed);
+  const uint64_t reserve = std::max<uint64_t>(1, uint64_t{capacity} * kReservePct / 100);
+  const uint64_t limit = std::min(uint64_t{capacity} * dirty_high_pct.load() / 100, capacity - reserve);
+  if (dirty <= limit) return {};
+  // Rises smoothly from nothing at the limit to kMaxThrottle with every
+  // line dirty: writers slow down as the cleaner falls behind, and are
+  // never failed.
+  const double x = double(std::min<uint64_t>(dirty, capacity) - limit) / double(capacity - limit);
+  return std::chrono::microseconds(static_cast<int64_t>(double(kMaxThrottle.count()) * x * x));
+}
+
+void Engine::Impl::ThrottleWrite(bool bypass) {
+  if (bypass) return;  // around the cache: no dirty line comes of it
+  const std::chrono::microseconds delay = ThrottleDelay();
+  if (delay.count() == 0) return;
+  LiveStats::Bump(stats.throttled_writes);
+  std::this_thread::sleep_for(delay);
+}
+
+Result<uint64_t> Engine::RunCleanerTickForTest(double seconds) { return impl_->CleanerTick(seconds); }
+
+}  // namespace cachecore

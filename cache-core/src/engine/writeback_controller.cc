@@ -1,0 +1,71 @@
+#include "engine/writeback_controller.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace cachecore {
+
+uint64_t WritebackController::FlatOutLines(const Reading& r) {
+  const uint64_t clean_or_free = r.capacity_lines - std::min(r.dirty_lines, r.capacity_lines);
+  uint64_t lines = 0;
+  if (r.dirty_lines > r.flat_out_lines) lines = r.dirty_lines - r.flat_out_lines;
+  if (clean_or_free < r.reserve_lines) lines = std::max(lines, r.reserve_lines - clean_or_free);
+  // A batch past the limit, so that the next tick does not start over
+  // at its edge.
+  return lines == 0 ? 0 : std::min(lines + r.batch_lines, r.dirty_lines);
+}
+
+double WritebackController::ControlledRate(const Reading& r, double seconds) {
+  const double error = static_cast<double>(r.dirty_lines) - static_cast<double>(r.target_lines);
+  // The integral learns from where the last passes left dirty lines (the
+  // reading comes before them, so it always holds a tick's writes), and
+  // only while the rate is what limits cleaning: not while the origin is
+  // busy (the trickle limits it), nor when the last allowance was not used
+  // up (busy lines, errors: more would not help).
+  if (!r.origin_busy && !saturated_) {
+    const double ceiling = kIntegralSeconds2 * static_cast<double>(r.capacity_lines);
+    integral_ = std::clamp(integral_ + left_error_ * seconds, 0.0, ceiling);
+  }
+  double rate = std::max(0.0, error / kProportionalSeconds + integral_ / kIntegralSeconds2);
+  if (r.dirty_lines <= r.target_lines) rate = 0;  // never below the target
+  if (r.origin_busy && rate > 0) {
+    rate = std::min(rate, std::max<double>(r.batch_lines, 1) / kTrickleSeconds);
+  }
+  return rate;
+}
+
+uint64_t WritebackController::Tick(const Reading& r, double seconds) {
+  seconds = std::max(seconds, 0.0);
+  last_dirty_ = r.dirty_lines;
+  last_target_ = r.target_lines;
+  rate_ = ControlledRate(r, seconds);
+  // The budget never outgrows what is above the target, nor two seconds
+  // of the rate (a pause does not turn into a burst).
+  const double above = r.dirty_lines > r.target_lines ? double(r.dirty_lines - r.target_lines) : 0.0;
+  const double cap = std::min(above, std::max(2.0 * rate_, double(r.batch_lines)));
+  budget_ = std::min(budget_ + rate_ * seconds, cap);
+  waited_ += seconds;
+  // The hard limits are a floor under the rate, not instead of it: the
+  // rate keeps learning meanwhile, so that a write rate that pushed dirty
+  // lines past the low watermark is met by the rate, not by flat out at
+  // the watermark for ever.
+  if (const uint64_t flat = FlatOutLines(r); flat > 0) {
+    state_ = State::kFlatOut;
+    waited_ = 0;
+    return std::max(flat, static_cast<uint64_t>(std::floor(budget_)));
+  }
+  state_ = rate_ == 0 ? State::kIdle : r.origin_busy ? State::kBackingOff : State::kControlled;
+  const double whole_batch = std::min<double>(r.batch_lines, std::max(above, 1.0));
+  if (budget_ < 1 || (budget_ < whole_batch && waited_ < kMaxWaitSeconds)) return 0;
+  waited_ = 0;
+  return static_cast<uint64_t>(std::floor(budget_));
+}
+
+void WritebackController::Spent(uint64_t allowed, uint64_t cleaned) {
+  saturated_ = cleaned < allowed;
+  const uint64_t left = last_dirty_ - std::min(cleaned, last_dirty_);
+  left_error_ = static_cast<double>(left) - static_cast<double>(last_target_);
+  budget_ = std::max(0.0, budget_ - static_cast<double>(std::max(cleaned, allowed)));
+}
+
+}  // namespace cachecore

@@ -1,0 +1,156 @@
+// Write-back under pressure, in a whole engine (memory devices, a real
+// RocksDB store), the background cleaner's ticks driven by the test with
+// the time they stand for (Engine::RunCleanerTickForTest), so everything is
+// counted, nothing timed: dirty lines converge to the target under a steady
+// write rate; the cleaner backs off while clients keep the origin busy and
+// runs flat out past the low watermark whatever the origin does; writers
+// past the high watermark are slowed, never failed, on the synchronous
+// path and on a reactor alike.
+#include <gtest/gtest.h>
+
+#include "support/async_requests.h"
+#include "support/block_io.h"
+#include "support/engine_rig.h"
+
+namespace cachecore::testing {
+namespace {
+
+constexpr uint64_t kLines = 1024;  // of 4 KiB
+
+class PressureTest : public ::testing::Test {
+ protected:
+  PressureTest() : rig_(Options()) {}
+  static RigOptions Options() {
+    RigOptions o;
+    o.origin_size = 64 << 20;
+    o.cache_data_size = kLines * kBlock;
+    return o;
+  }
+  void SetUp() override {
+    config_.line_size = kBlock;
+    config_.mode = CacheMode::kWriteBack;
+    config_.sequential_cutoff = 0;
+    config_.background_cleaner = false;  // the test runs its ticks
+    ASSERT_TRUE(rig_.Create(config_).ok());
+    ASSERT_EQ(rig_.engine().capacity_lines(), kLines);
+  }
+  void TearDown() override {
+    if (rig_.has_engine()) {
+      EXPECT_TRUE(rig_.engine().Shutdown().ok());
+    }
+  }
+  // Writes `n` lines not written before, one request each.
+  void WriteNewLines(uint64_t n) {
+    for (uint64_t i = 0; i < n; ++i, ++next_line_) {
+      ASSERT_TRUE(WritePattern(rig_.engine(), next_line_ * kBlock, kBlock, 7).ok());
+    }
+  }
+  // Reads `n` blocks never written (misses: the origin's zeros).
+  void ReadUncached(uint64_t n) {
+    AlignedBuffer got(kBlock);
+    for (uint64_t i = 0; i < n; ++i, miss_at_ += kBlock) {
+      ASSERT_TRUE(rig_.engine().Read(miss_at_, got.data(), kBlock).ok());
+      for (size_t b = 0; b < kBlock; ++b) ASSERT_EQ(got.data()[b], 0) << miss_at_ + b;
+    }
+  }
+  uint64_t Dirty() { return rig_.engine().stats().dirty_lines; }
+  uint64_t Tick(double seconds) {
+    Result<uint64_t> r = rig_.engine().RunCleanerTickForTest(seconds);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? r.value() : 0;
+  }
+  std::string State() { return rig_.engine().stats().cleaner_state; }
+
+  EngineRig rig_;
+  EngineConfig config_;
+  uint64_t next_line_ = 0;
+  uint64_t miss_at_ = 32 << 20;
+};
+
+TEST_F(PressureTest, DirtyLinesConvergeToTheTargetUnderASteadyWriteRate) {
+  // 50 new dirty lines a second (5 % of the cache), ticks of 100 ms: after
+  // a minute of them the dirty lines, before each tick cleans, are within
+  // 2 % of the cache of the 10 % target, and every line reads back.
+  for (int i = 0; i < 600; ++i) {
+    WriteNewLines(5);
+    Tick(0.1);
+  }
+  for (int i = 0; i < 50; ++i) {
+    WriteNewLines(5);
+    EXPECT_NEAR(double(Dirty()), 0.10 * kLines, 0.02 * kLines);
+    Tick(0.1);
+  }
+  EXPECT_EQ(State(), "controlled");
+  EXPECT_GT(rig_.engine().stats().writeback_rate_bytes, 0u);
+  EXPECT_TRUE(HasPattern(rig_.engine(), 0, next_line_ * kBlock, 7));
+  EXPECT_TRUE(rig_.engine().CheckRecordsAgreeForTest().ok());
+}
+
+TEST_F(PressureTest, TheCleanerBacksOffWhileClientsKeepTheOriginBusy) {
+  WriteNewLines(kLines * 30 / 100);  // 30 %: between the target and the low watermark
+  const uint64_t dirty = Dirty();
+  ReadUncached(40);  // a second in which clients read 40 blocks from the origin
+  const uint64_t while_busy = Tick(1.0);
+  EXPECT_EQ(State(), "backing off");
+  // A trickle: one 64-line batch every ten seconds, so at most 7 lines.
+  EXPECT_LE(while_busy, 7u);
+  EXPECT_EQ(Dirty(), dirty - while_busy);
+  // A quiet second: the controller's rate (the excess over four seconds).
+  const uint64_t quiet = Tick(1.0);
+  EXPECT_EQ(State(), "controlled");
+  EXPECT_GE(quiet, (dirty - kLines / 10) / 4 - 8);
+}
+
+TEST_F(PressureTest, PastTheLowWatermarkTheCleanerRunsFlatOutEvenWithTheOriginBusy) {
+  WriteNewLines(kLines / 2);  // 50 %, the low watermark is 40 %
+  ReadUncached(40);
+  Tick(0.1);
+  EXPECT_EQ(State(), "flat out");
+  EXPECT_LT(Dirty(), kLines * 40 / 100);
+  EXPECT_TRUE(rig_.OriginHasPattern(0, kBlock * 16, 7));  // lowest lines first, in origin order
+}
+
+TEST_F(PressureTest, WritersPastTheHighWatermarkAreSlowedNotFailed) {
+  ASSERT_TRUE(rig_.engine().SetCleaner({10, 20, 15, 64}).ok());
+  WriteNewLines(kLines * 20 / 100);  // at the high watermark: nobody waits yet
+  EXPECT_EQ(rig_.engine().stats().throttled_writes, 0u);
+  WriteNewLines(kLines * 10 / 100);  // past it: each write waits, and lands
+  const uint64_t throttled = rig_.engine().stats().throttled_writes;
+  EXPECT_GE(throttled, kLines * 10 / 100 - 10);  // the first few past it wait under a microsecond
+  EXPECT_TRUE(HasPattern(rig_.engine(), 0, next_line_ * kBlock, 7));
+  // On a reactor: held back there (a timer on its ring), then served.
+  constexpr size_t kWrites = 8;
+  AlignedBuffer data(kWrites * kBlock);
+  FillPattern(data.data(), next_line_ * kBlock, kWrites * kBlock, 8);
+  Completions done(kWrites);
+  OnReactor([&] {
+    for (size_t i = 0; i < kWrites; ++i) {
+      rig_.engine().WriteAsync((next_line_ + i) * kBlock, data.data() + i * kBlock, kBlock, false, done.at(i));
+    }
+  }, done, kWrites);
+  EXPECT_EQ(done.failed(), 0u) << done.last_error();
+  EXPECT_EQ(rig_.engine().stats().throttled_writes, throttled + kWrites);
+  EXPECT_TRUE(HasPattern(rig_.engine(), next_line_ * kBlock, kWrites * kBlock, 8));
+  // Write-through writes are never slowed: they make nothing dirty.
+  ASSERT_TRUE(rig_.engine().SetMode(CacheMode::kWriteThrough).ok());
+  ASSERT_TRUE(WritePattern(rig_.engine(), 40 << 20, kBlock, 9).ok());
+  EXPECT_EQ(rig_.engine().stats().throttled_writes, throttled + kWrites);
+}
+
+TEST_F(PressureTest, BadSettingsAreRefusedAndChangeNothing) {
+  const EngineConfig before = rig_.engine().settings();
+  Status s = rig_.engine().SetCleaner({50, 60, 40, 64});  // target above low
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("target <= low < high"), std::string::npos) << s.message();
+  const EngineConfig after = rig_.engine().settings();
+  EXPECT_EQ(after.dirty_target_pct, before.dirty_target_pct);
+  EXPECT_EQ(after.dirty_low_pct, before.dirty_low_pct);
+  // A good one is saved: in force after a restart.
+  ASSERT_TRUE(rig_.engine().SetCleaner({5, 70, 30, 32}).ok());
+  ASSERT_TRUE(rig_.Restart(config_).ok());
+  EXPECT_EQ(rig_.engine().settings().dirty_target_pct, 5u);
+  EXPECT_EQ(rig_.engine().settings().dirty_high_pct, 70u);
+}
+
+}  // namespace
+}  // namespace cachecore::testing

@@ -138,6 +138,10 @@ def summarize(job, cpu=None, threads=None):
     p99 = lat.get("percentile", {}).get("99.000000", 0) / 1e6
     r = {"iops": round(total_iops, 1), "mb_s": round(total_bw, 2),
          "lat_mean_ms": round(lat["mean"] / 1e6, 3), "lat_p99_ms": round(p99, 3)}
+    for direction in ("read", "write"):  # each direction's own, where it did I/O
+        if job[direction]["iops"] > 0:
+            pct = job[direction]["clat_ns"].get("percentile", {})
+            r[f"{direction}_p99_ms"] = round(pct.get("99.000000", 0) / 1e6, 3)
     if cpu is not None:
         ios = sum(job[d]["total_ios"] for d in ("read", "write", "trim") if d in job)
         per_io = lambda s: round(s * 1e6 / ios, 2) if ios and s is not None else None

@@ -131,6 +131,7 @@ def pressure(bench, log, log_point):
         # writes are sorted and coalesced, but scattered over the disk); on
         # the read region, which the cache never sees before its phase.
         (_, _), (reads_at, reads_size) = regions(bench, capacity)
+        sampler.phase = "disk alone"
         bare_writes = fio(bench.targets["uncached"], "randwrite", "4k", 16, bench.seconds, bench.size,
                           ("--randrepeat=0", f"--offset={reads_at}", f"--size={reads_size}"),
                           bench.servers("uncached"))
@@ -196,6 +197,10 @@ def timeline_plot(out, plots):
     return ["![dirty data and throughput over the pressure phases](bench/pressure.png)", ""]
 
 
+def p99s(point):
+    return ", ".join(f"{d[0]} {point[f'{d}_p99_ms']:.1f}" for d in ("read", "write") if f"{d}_p99_ms" in point)
+
+
 def report_lines(results, plots):
     out = results.get("pressure")
     if not out:
@@ -204,11 +209,11 @@ def report_lines(results, plots):
     lines = ["### Write-back under pressure", "",
              "A write burst (4 KiB random writes at depth 32 over as many bytes as the cache holds), then 4 KiB "
              "random reads at depth 16 of data never cached, then an 8 KiB 70/30 mix at depth 16; "
-             "IOPS, p99 latency in ms.", "",
+             "IOPS, then the 99th-percentile latency of reads (r) and writes (w) in ms.", "",
              "| phase | " + " | ".join(configs) + " | cachectl / disk | cachectl / peer |", "|---|---|---|---|---|---|"]
     for phase in ("burst", "reads", "mixed"):
         got = {c: phase_row(out["configs"].get(c, []), phase) for c in configs}
-        cells = " | ".join(f"{g['iops']:.0f}, p99 {g['lat_p99_ms']:.1f}" if g else "-" for g in got.values())
+        cells = " | ".join(f"{g['iops']:.0f}, {p99s(g)}" if g else "-" for g in got.values())
         ratio = lambda other: f"{got['cachectl']['iops'] / got[other]['iops']:.2f}" if got["cachectl"] and got[other] else "-"
         lines.append(f"| {phase} | {cells} | {ratio('uncached')} | {ratio('nbdkit-cache')} |")
     d = out["drain"]

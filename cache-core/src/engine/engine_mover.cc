@@ -118,7 +118,8 @@ uint64_t Engine::Impl::FillLine(uint64_t line, uint8_t* buffer) {
     while (e < blocks && !(slots.Flags(*slot, e) & kValid)) ++e;
     uint8_t* data = buffer + size_t{b} * kBlockSize;
     const uint64_t bytes = uint64_t{e - b} * kBlockSize;
-    if (!dev.origin->Read(OriginOffset(line, b), data, bytes).ok()) {
+    // Background work: the origin itself, not the meter of client I/O.
+    if (!raw_origin->Read(OriginOffset(line, b), data, bytes).ok()) {
       LiveStats::Bump(stats.origin_read_err);
       break;
     }

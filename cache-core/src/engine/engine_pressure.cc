@@ -51,9 +51,11 @@ Result<uint64_t> Engine::Impl::CleanerTick(double seconds) {
   MutexLock lock(cleaner_tick_mu);
   const WritebackController::Reading r = CleanerReading(seconds);
   // Cleaning ends in a synced record; with a failed store it cannot.
-  const uint64_t allowed = dev.metadata->failed() ? 0 : controller.Tick(r, seconds);
-  stats.cleaner_state.store(static_cast<uint8_t>(controller.state()), std::memory_order_relaxed);
-  const bool flat_out = controller.state() == WritebackController::State::kFlatOut;
+  const bool can_clean = !dev.metadata->failed();
+  const uint64_t allowed = can_clean ? controller.Tick(r, seconds) : 0;
+  const auto state = can_clean ? controller.state() : WritebackController::State::kIdle;
+  stats.cleaner_state.store(static_cast<uint8_t>(state), std::memory_order_relaxed);
+  const bool flat_out = state == WritebackController::State::kFlatOut;
   uint64_t cleaned = 0;
   const uint64_t blocks_before = stats.cleaned_blocks.load();
   Status error;
@@ -108,7 +110,9 @@ void Engine::Impl::StopCleaner() {
 }
 
 std::chrono::microseconds Engine::Impl::ThrottleDelay() const {
-  if (EffectiveMode() != CacheMode::kWriteBack) return {};
+  // Nothing to wait for without the background cleaner (replay, tests):
+  // only Flush cleans then.
+  if (!config.background_cleaner || EffectiveMode() != CacheMode::kWriteBack) return {};
   const uint64_t dirty = stats.dirty_lines.load(std::memory_order_relaxed);
   const uint64_t reserve = std::max<uint64_t>(1, uint64_t{capacity} * kReservePct / 100);
   const uint64_t limit = std::min(uint64_t{capacity} * dirty_high_pct.load() / 100, capacity - reserve);

@@ -119,7 +119,7 @@ Status Engine::CheckCleanDataForTest(const std::function<bool(uint64_t)>& may_di
       if ((im.slots.Flags(s, b) & (kValid | kDirty)) != kValid) continue;
       const std::string where = SlotName(s) + " (line " + std::to_string(line) + ") block " + std::to_string(b);
       if (!im.dev.cache->Read(im.SlotOffset(s, b), cached.data(), kBlockSize).ok() ||
-          !im.dev.origin->Read(im.OriginOffset(line, b), origin.data(), kBlockSize).ok()) {
+          !im.raw_origin->Read(im.OriginOffset(line, b), origin.data(), kBlockSize).ok()) {
         problems.Add(where + ": cannot be read");
         continue;
       }

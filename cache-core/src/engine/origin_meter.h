@@ -1,8 +1,10 @@
 // OriginMeter: the origin as the engine's request paths see it, counting
-// what they send it. The background cleaner reads the count to tell
-// whether clients keep the origin busy (it then backs off to a trickle,
-// see writeback_controller.h); the cleaner itself uses the origin
-// directly, so its own writes never make the origin look busy. Not a
+// the reads, writes and discards they send it. The background cleaner
+// reads the count to tell whether clients keep the origin busy (it then
+// backs off to a trickle, see writeback_controller.h). Flushes are not
+// counted (a write-back client's syncs reach the origin as flushes of
+// nothing), and the engine's background work (the cleaner, the mover)
+// uses the origin directly: neither makes the origin look busy. Not a
 // public header.
 #pragma once
 
@@ -16,18 +18,20 @@ class OriginMeter final : public BlockDevice {
  public:
   explicit OriginMeter(BlockDevice* origin) : origin_(origin) {}
 
-  // Operations sent so far (a batch counts each request).
+  // Reads, writes and discards sent so far (a batch counts each).
   uint64_t operations() const { return operations_.load(std::memory_order_relaxed); }
 
   uint64_t size_bytes() const override { return origin_->size_bytes(); }
   std::string identity() const override { return origin_->identity(); }
   bool supports_discard() const override { return origin_->supports_discard(); }
   Status SubmitAndWait(std::span<IoRequest> requests) override {
-    operations_.fetch_add(requests.size(), std::memory_order_relaxed);
+    uint64_t counted = 0;
+    for (const IoRequest& r : requests) counted += r.op != IoOp::kFlush ? 1 : 0;
+    if (counted != 0) operations_.fetch_add(counted, std::memory_order_relaxed);
     return origin_->SubmitAndWait(requests);
   }
   void Submit(AsyncIo& io) override {
-    operations_.fetch_add(1, std::memory_order_relaxed);
+    if (io.request.op != IoOp::kFlush) operations_.fetch_add(1, std::memory_order_relaxed);
     origin_->Submit(io);
   }
   bool submits_without_waiting() const override { return origin_->submits_without_waiting(); }

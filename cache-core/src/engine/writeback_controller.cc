@@ -26,8 +26,18 @@ double WritebackController::ControlledRate(const Reading& r, double seconds) {
     const double ceiling = kIntegralSeconds2 * static_cast<double>(r.capacity_lines);
     integral_ = std::clamp(integral_ + left_error_ * seconds, 0.0, ceiling);
   }
-  double rate = std::max(0.0, error / kProportionalSeconds + integral_ / kIntegralSeconds2);
+  const double proportional = error / kProportionalSeconds;
+  double rate = std::max(0.0, proportional + integral_ / kIntegralSeconds2);
   if (r.dirty_lines <= r.target_lines) rate = 0;  // never below the target
+  // Back-calculation: a tick never cleans more than what is above the
+  // target, so an integral asking for more is brought back to what that
+  // allows. Otherwise it would never unwind after a burst (dirty lines
+  // never fall below the target, so it never learns less).
+  const double above = std::max(0.0, error);
+  if (seconds > 0 && rate * seconds > above) {
+    rate = above / seconds;
+    integral_ = std::max(0.0, (rate - proportional) * kIntegralSeconds2);
+  }
   if (r.origin_busy && rate > 0) {
     rate = std::min(rate, std::max<double>(r.batch_lines, 1) / kTrickleSeconds);
   }
@@ -40,7 +50,7 @@ uint64_t WritebackController::Tick(const Reading& r, double seconds) {
   last_target_ = r.target_lines;
   rate_ = ControlledRate(r, seconds);
   // The budget never outgrows what is above the target, nor two seconds
-  // of the rate (a pause does not turn into a burst).
+  // of the rate (a pause does not turn into a burst), but may reach a batch.
   const double above = r.dirty_lines > r.target_lines ? double(r.dirty_lines - r.target_lines) : 0.0;
   const double cap = std::min(above, std::max(2.0 * rate_, double(r.batch_lines)));
   budget_ = std::min(budget_ + rate_ * seconds, cap);
@@ -55,8 +65,11 @@ uint64_t WritebackController::Tick(const Reading& r, double seconds) {
     return std::max(flat, static_cast<uint64_t>(std::floor(budget_)));
   }
   state_ = rate_ == 0 ? State::kIdle : r.origin_busy ? State::kBackingOff : State::kControlled;
-  const double whole_batch = std::min<double>(r.batch_lines, std::max(above, 1.0));
-  if (budget_ < 1 || (budget_ < whole_batch && waited_ < kMaxWaitSeconds)) return 0;
+  // A batch at a time; what is short of one waits kMaxWaitSeconds (from
+  // when there was something to clean), so that a slow rate still cleans
+  // in passes of many lines, each with one origin flush.
+  if (budget_ < 1) waited_ = 0;
+  if (budget_ < 1 || (budget_ < r.batch_lines && waited_ < kMaxWaitSeconds)) return 0;
   waited_ = 0;
   return static_cast<uint64_t>(std::floor(budget_));
 }

@@ -14,11 +14,14 @@
 //   the integral of that distance over time / kIntegralSeconds2. The
 //   proportional part drains an excess in seconds; the integral part
 //   learns a steady write rate, so that dirty data settles at the target
-//   and not above it by that rate times kProportionalSeconds;
+//   and not above it by that rate times kProportionalSeconds; it never
+//   asks for more than what is above the target (back-calculation), so it
+//   unwinds as soon as a burst is over;
 // - a trickle (one batch every kTrickleSeconds) while the origin is busy
 //   with client I/O: cleaning then costs the clients' latency;
 // - the rate's lines build up as a budget, spent in batches (one sorted,
-//   coalesced origin write and one flush each), never in single lines.
+//   coalesced origin write and one flush each) once a batch's worth has
+//   built up, or what there is after kMaxWaitSeconds: never line by line.
 #pragma once
 
 #include <cstdint>
@@ -31,7 +34,7 @@ class WritebackController {
   static constexpr double kIntegralSeconds2 = 8.0;
   static constexpr double kTrickleSeconds = 10.0;
   // A budget short of a batch is still spent after this long.
-  static constexpr double kMaxWaitSeconds = 1.0;
+  static constexpr double kMaxWaitSeconds = 5.0;
 
   struct Reading {
     uint64_t capacity_lines = 0;

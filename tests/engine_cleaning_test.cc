@@ -9,6 +9,7 @@
 #include <future>
 #include <mutex>
 
+#include "support/async_requests.h"
 #include "support/block_io.h"
 #include "support/engine_rig.h"
 
@@ -25,6 +26,9 @@ class GatedDevice : public BlockDevice {
   uint64_t size_bytes() const override { return target_->size_bytes(); }
   std::string identity() const override { return target_->identity(); }
   bool supports_discard() const override { return target_->supports_discard(); }
+  // Whatever the gate: what reaches it on a reactor while it is closed is
+  // a test's mistake (a reactor must not wait), not what it tests.
+  bool submits_without_waiting() const override { return target_->submits_without_waiting(); }
   Status SubmitAndWait(std::span<IoRequest> requests) override {
     bool writes = false;
     for (const IoRequest& r : requests) writes |= r.op == IoOp::kWrite;
@@ -136,6 +140,38 @@ TEST_F(CleaningTest, AnOriginWriteWaitsForTheCleanersCopy) {
   EXPECT_TRUE(HasPattern(*engine_, 8 * K, 4 * K, 4));
   EXPECT_TRUE(rig_.OriginHasPattern(0, 8 * K, 3));
   EXPECT_TRUE(rig_.OriginHasPattern(12 * K, 4 * K, 3));
+}
+
+// On a reactor, a trim over a line being cleaned parks until the cleaning
+// ends (no worker thread waits for the cleaner), and its origin discard
+// still lands after the cleaner's copy: the block reads as trimmed, not
+// as the older data.
+TEST_F(CleaningTest, OnAReactorATrimOverALineBeingCleanedParksUntilItEnds) {
+  ASSERT_TRUE(WritePattern(*engine_, 0, 16 * K, 3).ok());  // lines 0..3 dirty
+  gate_.Close();
+  auto flush = std::async(std::launch::async, [&] { return engine_->Flush(); });
+  gate_.AwaitWriter();  // the cleaner's copy of lines 0..3 is held
+  auto reactor = Reactor::Create();
+  ASSERT_TRUE(reactor.ok());
+  Reactor* r = reactor.value().get();
+  std::thread runner([r] { r->Run(); });
+  Completions trimmed(1);
+  FnTask trim([&] { engine_->DiscardAsync(8 * K, 4 * K, trimmed.at(0)); });
+  r->Post(&trim);
+  EXPECT_FALSE(trimmed.WaitFor(1, std::chrono::seconds(1)))
+      << "the origin took a discard for a line whose older copy was still on its way";
+  gate_.Open();
+  ASSERT_TRUE(flush.get().ok());
+  trimmed.Wait(1);
+  r->Stop();
+  runner.join();
+  EXPECT_EQ(trimmed.failed(), 0u) << trimmed.last_error();
+  EXPECT_EQ(trimmed.on_workers(), 0u);
+  EXPECT_EQ(engine_->stats().requests_on_workers, 0u);
+  AlignedBuffer got(4 * K);
+  ASSERT_TRUE(rig_.raw_origin().Read(8 * K, got.data(), 4 * K).ok());
+  for (size_t i = 0; i < 4 * K; ++i) ASSERT_EQ(got.data()[i], 0) << "the cleaner's copy landed after the trim";
+  EXPECT_TRUE(rig_.OriginHasPattern(0, 8 * K, 3));
 }
 
 }  // namespace

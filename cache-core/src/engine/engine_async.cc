@@ -7,9 +7,9 @@
 // writes (engine_async_write.cc), writes in the other modes
 // (engine_async_through.cc), trims (engine_async_trim.cc) and requests not
 // in whole blocks (engine_async_edges.cc); syncs wait in the group commit
-// (engine_sync.cc). Anything else (a checksum that fails, a write to a line
-// being cleaned) runs on the engine's workers through the synchronous
-// paths, which handle all of it.
+// (engine_sync.cc); one that must wait for a line being cleaned parks until
+// the cleaning ends. Anything else (a checksum that fails) runs on the
+// engine's workers through the synchronous paths, which handle all of it.
 #include <algorithm>
 
 #include "cachecore/metadata/checksum.h"
@@ -299,8 +299,13 @@ void Engine::Impl::RunOnReactor(AsyncJob job, ParkedRequest* parked) {
     parked->im = this;
     parked->reactor = Reactor::Current();
     parked->job = job;
-    // Woken on the reactor once the holder lets go; tried from the start.
-    if (stripes[busy].park(parked)) return;
+    // Woken on the reactor once the holder lets go (or the cleaning ends);
+    // tried from the start.
+    if (busy == kBusyCleaning ? slots.ParkWhileCleaning(job.offset / line_size,
+                                                        (job.offset + job.length - 1) / line_size, parked)
+                              : stripes[busy].park(parked)) {
+      return;
+    }
   }
   if (parked != nullptr) async->parked.Give(std::unique_ptr<ParkedRequest>(parked));
   // Not for a reactor (or the stripe was let go just now, with a thread

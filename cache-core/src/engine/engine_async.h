@@ -12,9 +12,10 @@
 // go (a StripeLock belongs to no thread). What must wait for the store (its
 // records, an announcement's sync, a cache-side flush) goes to the record
 // committer and comes back; a failed cache write's rest goes to the
-// continuation thread (kContinue); what the reactor paths do not handle
-// (a checksum to repair, a line being cleaned) goes to the workers whole,
-// before anything is decided.
+// continuation thread (kContinue); a write to the origin or a trim over a
+// line being cleaned parks until the cleaning ends; what the reactor paths
+// do not handle (a checksum to repair) goes to the workers whole, before
+// anything is decided.
 #pragma once
 
 #include <atomic>
@@ -33,6 +34,10 @@ namespace cachecore {
 constexpr uint64_t kMaxOnReactor = 1 << 20;
 
 constexpr size_t kNoStripe = SIZE_MAX;
+// In place of a busy stripe: a line of the request is being cleaned, and
+// the request must wait for the cleaner's origin write (it parks on the
+// slot table until cleaning ends: SlotTable::ParkWhileCleaning).
+constexpr size_t kBusyCleaning = SIZE_MAX - 1;
 
 // Submits every one of `ios` (not empty) to `device` for `owner`, whose
 // `pending` counts one more than the requests until the last is submitted:

@@ -5,7 +5,8 @@
 // reactor, over lines holding no dirty data in its blocks (those go to the
 // cache whatever the mode: written back, the stripes handed over, or line
 // by line when only some lines hold dirty data) and not being cleaned (the
-// cleaner's older copy could land over it: the workers wait for it), is
+// cleaner's older copy could land over it: it parks until the cleaning
+// ends, and starts over), is
 // served on the reactor that took it, in ThroughSegment's order for all its
 // lines at once:
 //   1. announcements: a cached block a sync may promise as clean is marked
@@ -89,7 +90,13 @@ bool Engine::Impl::TryWriteThroughAsync(uint64_t offset, const uint8_t* in, uint
     return by_line;
   }
   if (slots.AnyBeingCleaned(t->segments.front().line, t->segments.back().line)) {
-    if (held == nullptr) ReleaseStripes(t->stripes, true);  // the workers wait for the cleaner
+    // Its origin write must come after the cleaner's: parked until the
+    // cleaning ends (stripes handed over stay the caller's, which sends
+    // the request to the workers, which wait for it).
+    if (held == nullptr) {
+      ReleaseStripes(t->stripes, true);
+      busy = kBusyCleaning;
+    }
     state.throughs.Give(std::move(t));
     return false;
   }

@@ -9,8 +9,8 @@
 // (or the continuation thread, for a device whose discard waits), with the
 // stripes still held, so that no write to those lines can land on
 // the origin before it; then the stripes let go and the answer. A trim over
-// a line being cleaned goes to the workers (they wait for the cleaner's
-// older copy to land first).
+// a line being cleaned parks until the cleaning ends (the cleaner's older
+// copy must land first), then starts over.
 #include "engine/engine_async.h"
 
 namespace cachecore {
@@ -31,7 +31,8 @@ bool Engine::Impl::TryTrimAsync(uint64_t offset, uint64_t length, EngineCompleti
   }
   t->discard_origin = dev.origin->supports_discard();
   if (t->discard_origin && slots.AnyBeingCleaned(t->segments.front().line, t->segments.back().line)) {
-    ReleaseStripes(t->stripes, true);
+    ReleaseStripes(t->stripes, true);  // parked until the cleaner's origin write has landed
+    busy = kBusyCleaning;
     state.trims.Give(std::move(t));
     return false;
   }

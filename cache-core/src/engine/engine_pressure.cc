@@ -118,10 +118,10 @@ std::chrono::microseconds Engine::Impl::ThrottleDelay() const {
   const uint64_t limit = std::min(uint64_t{capacity} * dirty_high_pct.load() / 100, capacity - reserve);
   if (dirty <= limit) return {};
   // Rises smoothly from nothing at the limit to kMaxThrottle with every
-  // line dirty: writers slow down as the cleaner falls behind, and are
-  // never failed.
+  // line dirty, gently at first (the cubic: an eighth of it half way):
+  // writers slow down as the cleaner falls behind, and are never failed.
   const double x = double(std::min<uint64_t>(dirty, capacity) - limit) / double(capacity - limit);
-  return std::chrono::microseconds(static_cast<int64_t>(double(kMaxThrottle.count()) * x * x));
+  return std::chrono::microseconds(static_cast<int64_t>(double(kMaxThrottle.count()) * x * x * x));
 }
 
 void Engine::Impl::ThrottleWrite(bool bypass) {

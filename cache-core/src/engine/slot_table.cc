@@ -446,12 +446,27 @@ std::optional<uint32_t> SlotTable::BeginCleaning(uint64_t line, bool& busy) {
 }
 
 void SlotTable::EndCleaning(std::span<const uint64_t> lines) {
+  std::vector<StripeWaiter*> woken;
   {
     MutexLock lock(mu_);
     for (uint64_t line : lines) cleaning_.erase(line);
     cleaning_count_.fetch_sub(lines.size());
+    woken.swap(cleaning_waiters_);
   }
   cleaning_done_.notify_all();
+  // Every parked request tries again (one still behind a line being
+  // cleaned parks again): cleaning ends a batch at a time, rarely.
+  for (StripeWaiter* w : woken) w->Unparked();
+}
+
+bool SlotTable::ParkWhileCleaning(uint64_t first_line, uint64_t last_line, StripeWaiter* waiter) {
+  MutexLock lock(mu_);
+  for (uint64_t line : cleaning_) {
+    if (line < first_line || line > last_line) continue;
+    cleaning_waiters_.push_back(waiter);
+    return true;
+  }
+  return false;
 }
 
 void SlotTable::WaitWhileCleaning(uint64_t first_line, uint64_t last_line) {

@@ -39,6 +39,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/stripe_lock.h"
 #include "cachecore/metadata/dirty_map.h"
 #include "cachecore/policy/eviction_policy.h"
 #include "cachecore/metadata/metadata_store.h"
@@ -259,6 +260,11 @@ class SlotTable {
   void WaitWhileCleaning(uint64_t first_line, uint64_t last_line) EXCLUDES(mu_);
   // Whether a line in [first_line, last_line] is being cleaned now.
   bool AnyBeingCleaned(uint64_t first_line, uint64_t last_line) EXCLUDES(mu_);
+  // A reactor's request that must not run while a line in [first_line,
+  // last_line] is being cleaned: parked (true) until the next EndCleaning,
+  // which calls waiter->Unparked() (the request then starts over), or
+  // false when none is being cleaned any more (nothing parked).
+  bool ParkWhileCleaning(uint64_t first_line, uint64_t last_line, StripeWaiter* waiter) EXCLUDES(mu_);
 
   // ---- the dirty-region map's pages to write (see DirtyMap)
   std::vector<std::pair<uint64_t, AlignedBuffer>> TakeChangedDirtyPages(bool all) EXCLUDES(mu_);
@@ -354,6 +360,7 @@ class SlotTable {
   std::unordered_set<uint64_t> cleaning_ GUARDED_BY(mu_);
   std::atomic<size_t> cleaning_count_{0};  // cleaning_.size(), read without mu_
   std::condition_variable cleaning_done_;
+  std::vector<StripeWaiter*> cleaning_waiters_ GUARDED_BY(mu_);  // ParkWhileCleaning's
   // Lines evicted since the last metadata sync, with the order they were
   // listed in (see AnyRecentlyEvicted, ForgetEvictions).
   std::unordered_map<uint64_t, uint64_t> unsynced_evictions_ GUARDED_BY(mu_);

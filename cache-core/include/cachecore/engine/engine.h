@@ -119,10 +119,10 @@ class Engine {
   // a reactor, reads, writes and trims are served there when both devices
   // take requests without waiting (their I/O in flight beside the
   // reactor's other I/O; their records put by the engine's committer
-  // thread; a request that finds a line busy parked, not blocked); a sync
-  // waits in the engine's group commit without a thread. What a reactor
-  // does not serve (a block that fails its checksum, a write to a line
-  // being cleaned, requests off a reactor) runs on the engine's workers,
+  // thread; a request that finds a line busy, or being cleaned, parked,
+  // not blocked); a sync waits in the engine's group commit without a
+  // thread. What a reactor does not serve (a block that fails its
+  // checksum, requests off a reactor) runs on the engine's workers,
   // as Read, Write and Discard would. Same outcomes, counters and
   // durability as the synchronous calls.
   void ReadAsync(uint64_t offset, void* buffer, uint64_t length, EngineCompletion* done);

@@ -2,7 +2,7 @@
 # Benchmarks (never part of the tests' pass or fail): sets up and builds,
 # runs scripts/bench/bench.py, keeps its JSON in build/bench/, and rewrites
 # the measured part of docs/benchmarks.md and its plots in docs/bench/.
-# Usage: bash scripts/bench/run.sh [--quick | --full]   (as root; quick: ~10 min, full: ~1.5 h)
+# Usage: bash scripts/bench/run.sh [--quick | --full]   (as root; quick: ~13 min, full: ~1.7 h)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bash scripts/setup.sh

@@ -301,9 +301,14 @@ void Engine::Impl::RunOnReactor(AsyncJob job, ParkedRequest* parked) {
     parked->job = job;
     // Woken on the reactor once the holder lets go (or the cleaning ends);
     // tried from the start.
-    if (busy == kBusyCleaning ? slots.ParkWhileCleaning(job.offset / line_size,
-                                                        (job.offset + job.length - 1) / line_size, parked)
-                              : stripes[busy].park(parked)) {
+    if (busy != kBusyCleaning) {
+      if (stripes[busy].park(parked)) return;
+    } else {
+      const uint64_t first = job.offset / line_size, last = (job.offset + job.length - 1) / line_size;
+      // The cleaning ended since the request looked: it starts over on
+      // its reactor at once (on a worker it would let its stripes go
+      // between its wait and its origin I/O).
+      if (!slots.ParkWhileCleaning(first, last, parked)) parked->Unparked();
       return;
     }
   }

@@ -160,7 +160,8 @@ bool Engine::Impl::TryWriteBackAsync(uint64_t offset, const uint8_t* in, uint64_
   if (placed != Placement::kPlaced) {
     slots.LeaveWrite(w->epoch);
     // No line of it cached, and no room for them: around the cache, as
-    // the workers would write it (never waiting for a line to be cleaned).
+    // the workers would write it (a line of it still being cleaned, which
+    // a trim can leave uncached, sends it to the workers, which wait).
     const bool around = (placed == Placement::kNoSpace || placed == Placement::kNotAdmitted) &&
                         not_cached == w->segments.size();
     if (around && TryWriteThroughAsync(offset, in, length, fua, /*bypass=*/true, done, busy, &w->stripes)) {

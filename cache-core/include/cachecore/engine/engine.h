@@ -122,7 +122,8 @@ class Engine {
   // thread; a request that finds a line busy, or being cleaned, parked,
   // not blocked); a sync waits in the engine's group commit without a
   // thread. What a reactor does not serve (a block that fails its
-  // checksum, requests off a reactor) runs on the engine's workers,
+  // checksum, a partial write over a line being cleaned, requests off a
+  // reactor) runs on the engine's workers,
   // as Read, Write and Discard would. Same outcomes, counters and
   // durability as the synchronous calls.
   void ReadAsync(uint64_t offset, void* buffer, uint64_t length, EngineCompletion* done);

@@ -454,6 +454,7 @@ struct Engine::Impl {
   // controller's reading, then the passes it allows. Returns lines cleaned.
   Result<uint64_t> CleanerTick(double seconds) EXCLUDES(cleaner_tick_mu);
   WritebackController::Reading CleanerReading(double seconds) REQUIRES(cleaner_tick_mu);
+  void UpdateWritebackRate() REQUIRES(cleaner_tick_mu);
   void StartCleaner();
   void StopCleaner();
   // How long a write-back write waits before it runs: 0 unless dirty lines
@@ -541,7 +542,10 @@ struct Engine::Impl {
   WritebackController controller GUARDED_BY(cleaner_tick_mu);
   uint64_t origin_ops_seen GUARDED_BY(cleaner_tick_mu) = 0;
   double origin_ops_per_s GUARDED_BY(cleaner_tick_mu) = 0;  // clients', smoothed over a second
-  double cleaned_per_s GUARDED_BY(cleaner_tick_mu) = 0;     // blocks, smoothed over a second
+  // UpdateWritebackRate's: when it last updated, and cleaned_blocks then.
+  std::chrono::steady_clock::time_point rate_since GUARDED_BY(cleaner_tick_mu) =
+      std::chrono::steady_clock::now();
+  uint64_t rate_blocks GUARDED_BY(cleaner_tick_mu) = 0;
   std::atomic<bool> shut_down{false};
 
   // Pinning and placement.

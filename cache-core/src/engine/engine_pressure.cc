@@ -31,6 +31,21 @@ void Smooth(double& average, double now, double seconds) {
 
 }  // namespace
 
+// The bytes a second cleaned since the last update, once a second of wall
+// time has passed (a flat-out tick may run its passes for many seconds:
+// updated after each of them too).
+void Engine::Impl::UpdateWritebackRate() {
+  const auto now = std::chrono::steady_clock::now();
+  const double elapsed = std::chrono::duration<double>(now - rate_since).count();
+  if (elapsed < 1.0) return;
+  const uint64_t blocks = stats.cleaned_blocks.load();
+  const uint64_t cleaned = blocks - std::min(blocks, rate_blocks);  // counters may be reset
+  stats.writeback_rate_bytes.store(static_cast<uint64_t>(double(cleaned) * kBlockSize / elapsed),
+                                   std::memory_order_relaxed);
+  rate_since = now;
+  rate_blocks = blocks;
+}
+
 WritebackController::Reading Engine::Impl::CleanerReading(double seconds) {
   const uint64_t ops = origin_meter.operations();
   if (seconds > 0) Smooth(origin_ops_per_s, double(ops - origin_ops_seen) / seconds, seconds);
@@ -57,7 +72,6 @@ Result<uint64_t> Engine::Impl::CleanerTick(double seconds) {
   stats.cleaner_state.store(static_cast<uint8_t>(state), std::memory_order_relaxed);
   const bool flat_out = state == WritebackController::State::kFlatOut;
   uint64_t cleaned = 0;
-  const uint64_t blocks_before = stats.cleaned_blocks.load();
   Status error;
   while (cleaned < allowed) {
     {
@@ -68,13 +82,11 @@ Result<uint64_t> Engine::Impl::CleanerTick(double seconds) {
     if (!n.ok()) error = n.status();
     if (!n.ok() || n.value() == 0) break;  // tried again at the next tick
     cleaned += n.value();
+    UpdateWritebackRate();
     if (flat_out) std::this_thread::yield();  // let client I/O in between passes
   }
   controller.Spent(allowed, cleaned);
-  const uint64_t blocks = stats.cleaned_blocks.load() - std::min(blocks_before, stats.cleaned_blocks.load());
-  if (seconds > 0) Smooth(cleaned_per_s, double(blocks) / seconds, seconds);
-  stats.writeback_rate_bytes.store(static_cast<uint64_t>(cleaned_per_s * kBlockSize),
-                                   std::memory_order_relaxed);
+  UpdateWritebackRate();
   if (!error.ok()) return error;
   return cleaned;
 }

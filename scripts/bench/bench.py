@@ -130,8 +130,24 @@ class Bench:
     def mode(self, writes):
         self.cachectl("set", "bench", "--mode", "writeback" if writes else "writethrough")
 
+    def on_workers(self):
+        """The cachectl daemon's requests.on_workers now: requests its engine's
+        workers served instead of a reactor."""
+        out = subprocess.run([f"{self.args.build}/cachectl/cachectl", "stats", "bench", "--json"], env=self.env,
+                             capture_output=True, text=True, check=True).stdout
+        return json.loads(out)["requests"]["on_workers"]
+
+    def fio(self, config, target, rw, bs, depth, seconds, extra=()):
+        """One fio job on `config`; for cachectl, with the requests its workers served meanwhile."""
+        counted = config in ("cachectl", "cachectl-wt")
+        before = self.on_workers() if counted else 0
+        r = fio(target, rw, bs, depth, seconds, self.size, extra, self.servers(config))
+        if counted:
+            r["on_workers"] = self.on_workers() - before
+        return r
+
     def point(self, name, config, target, rw, bs, depth, extra=(), **tags):
-        r = fio(target, rw, bs, depth, tags.pop("seconds", self.seconds), self.size, extra, self.servers(config))
+        r = self.fio(config, target, rw, bs, depth, tags.pop("seconds", self.seconds), extra)
         r.update({"workload": name, "config": config, **tags})
         self.results["points"].append(r)
         log_point(r)

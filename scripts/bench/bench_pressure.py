@@ -91,7 +91,7 @@ def run_phases(bench, config, target, capacity, sampler=None):
             continue  # nothing to fill
         if sampler:
             sampler.phase = phase
-        r = fio(target, rw, bs, depth, seconds, bench.size, ("--randrepeat=0",) + extra, bench.servers(config))
+        r = bench.fio(config, target, rw, bs, depth, seconds, ("--randrepeat=0",) + extra)
         r.update({"workload": f"pressure-{phase}", "config": config})
         rows.append(r)
         bench.results["points"].append(r)

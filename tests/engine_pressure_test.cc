@@ -110,13 +110,15 @@ TEST_F(PressureTest, StatsShowTheBytesCleanedOverTheLastSecond) {
   const uint64_t cleaned = Tick(1.0);
   ASSERT_GT(cleaned, 0u);
   // The rate covers wall time, not the ticks' (a flat-out tick may clean
-  // for many seconds): a second after the engine started, the next tick
+  // for many seconds): once a second has passed since the engine started
+  // (by this tick already on a slow machine, else by the next), a tick
   // shows what was cleaned since, per second of it.
+  const uint64_t first = rig_.engine().stats().writeback_rate_bytes;
   std::this_thread::sleep_for(std::chrono::milliseconds(1100));
   Tick(0);
-  const uint64_t rate = rig_.engine().stats().writeback_rate_bytes;
+  const uint64_t rate = std::max(first, rig_.engine().stats().writeback_rate_bytes);
   EXPECT_GT(rate, 0u);
-  EXPECT_LE(rate, cleaned * kBlock);  // over more than a second
+  EXPECT_LE(rate, cleaned * kBlock);  // over a second or more
 }
 
 TEST_F(PressureTest, ClientSyncsAloneDoNotMakeTheOriginBusy) {

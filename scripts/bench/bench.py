@@ -130,12 +130,16 @@ class Bench:
     def mode(self, writes):
         self.cachectl("set", "bench", "--mode", "writeback" if writes else "writethrough")
 
+    def stats(self):
+        """`cachectl stats bench --json`, parsed."""
+        out = subprocess.run([f"{self.args.build}/cachectl/cachectl", "stats", "bench", "--json"], env=self.env,
+                             capture_output=True, text=True, check=True).stdout
+        return json.loads(out)
+
     def on_workers(self):
         """The cachectl daemon's requests.on_workers now: requests its engine's
         workers served instead of a reactor."""
-        out = subprocess.run([f"{self.args.build}/cachectl/cachectl", "stats", "bench", "--json"], env=self.env,
-                             capture_output=True, text=True, check=True).stdout
-        return json.loads(out)["requests"]["on_workers"]
+        return self.stats()["requests"]["on_workers"]
 
     def fio(self, config, target, rw, bs, depth, seconds, extra=()):
         """One fio job on `config`; for cachectl, with the requests its workers served meanwhile."""

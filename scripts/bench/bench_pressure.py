@@ -29,19 +29,14 @@ SAMPLE_SECONDS = 0.5
 
 
 class StatsSampler:
-    """`cachectl stats --json` twice a second in a thread: (seconds since
-    start, phase, dirty %, writeback MB/s, throttled writes)."""
+    """`read` (the daemon's stats, parsed) twice a second in a thread:
+    (seconds since start, phase, dirty %, writeback MB/s, throttled writes)."""
 
-    def __init__(self, build, env, name):
-        self.cmd = [f"{build}/cachectl/cachectl", "stats", name, "--json"]
-        self.env = env
+    def __init__(self, read):
+        self.read = read
         self.phase = "start"
         self.rows = []
         self.stopped = threading.Event()
-
-    def read(self):
-        out = subprocess.run(self.cmd, env=self.env, capture_output=True, text=True, check=True).stdout
-        return json.loads(out)
 
     def run(self):
         started = time.monotonic()
@@ -124,7 +119,7 @@ def pressure(bench, log, log_point):
     log("== pressure: a write burst, reads of data not in the cache, a mix, the drain")
     bench.cachectl("flush", "bench")  # what earlier sections left dirty
     bench.mode(True)
-    with StatsSampler(bench.args.build, bench.env, "bench") as sampler:
+    with StatsSampler(bench.stats) as sampler:
         now = sampler.read()
         capacity = now["capacity_lines"] * now["line_size"]
         # The bare disk's random writes, for the drain's ratio (the cleaner's

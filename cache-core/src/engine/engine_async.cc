@@ -394,9 +394,8 @@ void Engine::WriteAsync(uint64_t offset, const void* buffer, uint64_t length, bo
     job.throttle = true;
     return impl_->Workers().Run(job);
   }
-  const std::chrono::microseconds delay = bypass ? std::chrono::microseconds{} : impl_->ThrottleDelay();
+  const std::chrono::microseconds delay = impl_->Throttle(bypass);
   if (delay.count() == 0) return impl_->RunOnReactor(job, nullptr);
-  LiveStats::Bump(impl_->stats.throttled_writes);
   ThrottledWrite* held = impl_->Async().throttled.Take().release();
   held->im = impl_.get();
   held->job = job;

@@ -461,7 +461,10 @@ struct Engine::Impl {
   // passed the high watermark (or clean and free ones fell under the
   // reserve), then more the fuller the cache, up to kMaxThrottle.
   std::chrono::microseconds ThrottleDelay() const;
-  // The synchronous paths' wait (counted in throttled_writes).
+  // A write's wait (none for one that bypasses the cache), counted in
+  // throttled_writes when there is one; ThrottleWrite sleeps it (the
+  // synchronous paths), a reactor sets a timer.
+  std::chrono::microseconds Throttle(bool bypass);
   void ThrottleWrite(bool bypass);
 
   // ---- recovery (engine_recovery.cc)

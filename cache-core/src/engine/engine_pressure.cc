@@ -24,6 +24,11 @@ constexpr double kBusyOriginOpsPerSecond = 10;
 // A write-back write's longest wait, with every line dirty.
 constexpr auto kMaxThrottle = std::chrono::microseconds(10000);
 
+// The clean or free lines the cleaner keeps at least (one at least).
+uint64_t ReserveLines(uint32_t capacity) {
+  return std::max<uint64_t>(1, uint64_t{capacity} * kReservePct / 100);
+}
+
 // Moves `average` towards `now` as a one-second moving average would.
 void Smooth(double& average, double now, double seconds) {
   average += (now - average) * std::min(1.0, seconds);
@@ -58,7 +63,7 @@ WritebackController::Reading Engine::Impl::CleanerReading(double seconds) {
   if (failed.load()) return r;  // a failing cache drains, all of it, flat out
   r.target_lines = uint64_t{capacity} * dirty_target_pct.load() / 100;
   r.flat_out_lines = uint64_t{capacity} * dirty_low_pct.load() / 100;
-  r.reserve_lines = std::max<uint64_t>(1, uint64_t{capacity} * kReservePct / 100);
+  r.reserve_lines = ReserveLines(capacity);
   return r;
 }
 
@@ -126,8 +131,7 @@ std::chrono::microseconds Engine::Impl::ThrottleDelay() const {
   // only Flush cleans then.
   if (!config.background_cleaner || EffectiveMode() != CacheMode::kWriteBack) return {};
   const uint64_t dirty = stats.dirty_lines.load(std::memory_order_relaxed);
-  const uint64_t reserve = std::max<uint64_t>(1, uint64_t{capacity} * kReservePct / 100);
-  const uint64_t limit = std::min(uint64_t{capacity} * dirty_high_pct.load() / 100, capacity - reserve);
+  const uint64_t limit = std::min(uint64_t{capacity} * dirty_high_pct.load() / 100, capacity - ReserveLines(capacity));
   if (dirty <= limit) return {};
   // Rises smoothly from nothing at the limit to kMaxThrottle with every
   // line dirty, gently at first (the cubic: an eighth of it half way):
@@ -136,12 +140,17 @@ std::chrono::microseconds Engine::Impl::ThrottleDelay() const {
   return std::chrono::microseconds(static_cast<int64_t>(double(kMaxThrottle.count()) * x * x * x));
 }
 
-void Engine::Impl::ThrottleWrite(bool bypass) {
-  if (bypass) return;  // around the cache: no dirty line comes of it
+std::chrono::microseconds Engine::Impl::Throttle(bool bypass) {
+  if (bypass) return {};  // around the cache: no dirty line comes of it
   const std::chrono::microseconds delay = ThrottleDelay();
-  if (delay.count() == 0) return;
-  LiveStats::Bump(stats.throttled_writes);
-  std::this_thread::sleep_for(delay);
+  if (delay.count() != 0) LiveStats::Bump(stats.throttled_writes);
+  return delay;
+}
+
+void Engine::Impl::ThrottleWrite(bool bypass) {
+  if (const std::chrono::microseconds delay = Throttle(bypass); delay.count() != 0) {
+    std::this_thread::sleep_for(delay);
+  }
 }
 
 Result<uint64_t> Engine::RunCleanerTickForTest(double seconds) { return impl_->CleanerTick(seconds); }

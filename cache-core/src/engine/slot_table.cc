@@ -446,6 +446,9 @@ std::optional<uint32_t> SlotTable::BeginCleaning(uint64_t line, bool& busy) {
 }
 
 void SlotTable::EndCleaning(std::span<const uint64_t> lines) {
+  // A pass that began cleaning no line ends none: whoever is parked waits
+  // for a line still being cleaned, and is woken when that ends.
+  if (lines.empty()) return;
   std::vector<StripeWaiter*> woken;
   {
     MutexLock lock(mu_);

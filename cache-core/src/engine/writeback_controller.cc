@@ -15,7 +15,7 @@ uint64_t WritebackController::FlatOutLines(const Reading& r) {
   return lines == 0 ? 0 : std::min(lines + r.batch_lines, r.dirty_lines);
 }
 
-double WritebackController::ControlledRate(const Reading& r, double seconds) {
+double WritebackController::ControlledRate(const Reading& r, double seconds, double above) {
   const double error = static_cast<double>(r.dirty_lines) - static_cast<double>(r.target_lines);
   // The integral learns from where the last passes left dirty lines (the
   // reading comes before them, so it always holds a tick's writes), and
@@ -33,7 +33,6 @@ double WritebackController::ControlledRate(const Reading& r, double seconds) {
   // target, so an integral asking for more is brought back to what that
   // allows. Otherwise it would never unwind after a burst (dirty lines
   // never fall below the target, so it never learns less).
-  const double above = std::max(0.0, error);
   if (seconds > 0 && rate * seconds > above) {
     rate = above / seconds;
     integral_ = std::max(0.0, (rate - proportional) * kIntegralSeconds2);
@@ -48,10 +47,10 @@ uint64_t WritebackController::Tick(const Reading& r, double seconds) {
   seconds = std::max(seconds, 0.0);
   last_dirty_ = r.dirty_lines;
   last_target_ = r.target_lines;
-  rate_ = ControlledRate(r, seconds);
+  const double above = r.dirty_lines > r.target_lines ? double(r.dirty_lines - r.target_lines) : 0.0;
+  rate_ = ControlledRate(r, seconds, above);
   // The budget never outgrows what is above the target, nor two seconds
   // of the rate (a pause does not turn into a burst), but may reach a batch.
-  const double above = r.dirty_lines > r.target_lines ? double(r.dirty_lines - r.target_lines) : 0.0;
   const double cap = std::min(above, std::max(2.0 * rate_, double(r.batch_lines)));
   budget_ = std::min(budget_ + rate_ * seconds, cap);
   waited_ += seconds;

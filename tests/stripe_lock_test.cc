@@ -131,6 +131,26 @@ TEST(StripeLockTest, TheLastSharedHolderCallsBackTheParked) {
   lock.unlock();
 }
 
+// A failed try's mark outlives the shared holders it was set against; a
+// reactor's request that then finds nobody to park behind clears it, and
+// gets in. While the stripe is held nothing is cleared.
+TEST(StripeLockTest, MarksLeftOnAFreeStripeAreClearedOnlyWhenItIsFree) {
+  StripeLock lock;
+  ASSERT_TRUE(lock.try_lock_shared());
+  EXPECT_FALSE(lock.try_lock());  // marks it wanted
+  EXPECT_FALSE(lock.clear_marks_if_free());  // held: the mark stays
+  EXPECT_FALSE(lock.try_lock_shared());
+  lock.unlock_shared();
+  EXPECT_FALSE(lock.try_lock_shared());  // free, but marked
+  EXPECT_FALSE(lock.try_lock_unwanted());
+  CountingWaiter w;
+  EXPECT_FALSE(lock.park(&w));  // nobody to park behind
+  EXPECT_TRUE(lock.clear_marks_if_free());
+  EXPECT_TRUE(lock.try_lock_unwanted());
+  lock.unlock();
+  EXPECT_TRUE(lock.clear_marks_if_free());  // free and unmarked
+}
+
 TEST(StripeLockTest, ParkingOnAFreeStripeIsRefused) {
   StripeLock lock;
   CountingWaiter w;

@@ -44,8 +44,8 @@ class StripeLock {
   // A failed try while only shared holders are in marks the stripe wanted,
   // so that new shared tries stay away and a later try gets in: hits that
   // overlap without end would otherwise keep the cleaner and eviction out.
-  // The mark goes with the next exclusive unlock (a hit that finds it runs
-  // on the workers, whose exclusive lock clears it).
+  // The mark goes with the next exclusive unlock, or when a request finds
+  // the stripe free but marked (clear_marks_if_free).
   bool try_lock() {
     uint32_t s = state_.load(std::memory_order_relaxed);
     if ((s & ~(kWaiting | kParked)) == 0 &&
@@ -108,6 +108,26 @@ class StripeLock {
   // (then waiter->Unparked() runs) and returns true. False, with nothing
   // parked, when nobody holds it by now: try again, or wait in lock().
   bool park(StripeWaiter* waiter);
+
+  // When nobody holds the stripe, clears the marks a failed try or a
+  // sleeper left (a sleeper is woken and tries again) and returns true: a
+  // reactor's request that can neither get in nor park behind a holder
+  // then tries again at once. A failed try's mark outlives the shared
+  // holders it was set against until an exclusive unlock, and without
+  // this every request on the stripe would go to a thread that can wait.
+  // False while someone holds it (park then).
+  bool clear_marks_if_free() {
+    uint32_t s = state_.load(std::memory_order_relaxed);
+    while ((s & (kWriter | kReaders)) == 0) {
+      if (s == 0) return true;
+      if (state_.compare_exchange_weak(s, 0, std::memory_order_relaxed)) {
+        if (s & kWaiting) state_.notify_all();
+        if (s & kParked) UnparkAll();
+        return true;
+      }
+    }
+    return false;
+  }
 
  private:
   static constexpr uint32_t kWriter = 1u << 31, kWaiting = 1u << 30, kParked = 1u << 29,

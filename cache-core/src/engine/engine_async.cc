@@ -254,6 +254,10 @@ void Engine::Impl::FinishReadHit(AsyncHit& hit) {
 
 namespace {
 
+// How often a request that found a stripe busy, and then free when it
+// came to park, tries again on its reactor before the workers take it.
+constexpr int kTriesOnReactor = 4;
+
 bool InWholeBlocks(const AsyncJob& j) {
   return j.offset % kBlockSize == 0 && j.length % kBlockSize == 0 &&
          reinterpret_cast<uintptr_t>(j.buffer) % kSectorSize == 0;
@@ -293,17 +297,15 @@ void Engine::Impl::RunOnReactor(AsyncJob job, ParkedRequest* parked) {
   }
   if (CoveredBytes(job) > kMaxOnReactor) return SplitOnReactor(job, kMaxOnReactor);  // never a part
   size_t busy = kNoStripe;
-  const bool served = TryOnReactor(job, busy);
-  if (!served && busy != kNoStripe) {
+  bool served = TryOnReactor(job, busy);
+  for (int tries = 1; !served && busy != kNoStripe; ++tries) {
     if (parked == nullptr) parked = async->parked.Take().release();
     parked->im = this;
     parked->reactor = Reactor::Current();
     parked->job = job;
     // Woken on the reactor once the holder lets go (or the cleaning ends);
     // tried from the start.
-    if (busy != kBusyCleaning) {
-      if (stripes[busy].park(parked)) return;
-    } else {
+    if (busy == kBusyCleaning) {
       const uint64_t first = job.offset / line_size, last = (job.offset + job.length - 1) / line_size;
       // The cleaning ended since the request looked: it starts over on
       // its reactor at once (on a worker it would let its stripes go
@@ -311,10 +313,17 @@ void Engine::Impl::RunOnReactor(AsyncJob job, ParkedRequest* parked) {
       if (!slots.ParkWhileCleaning(first, last, parked)) parked->Unparked();
       return;
     }
+    if (stripes[busy].park(parked)) return;
+    // Nobody holds the stripe: let go since the try, or only marked by a
+    // try that failed while hits held it. Marks cleared, tried again; a
+    // stripe taken and let go over and over goes to the workers.
+    if (tries == kTriesOnReactor) break;
+    stripes[busy].clear_marks_if_free();
+    busy = kNoStripe;
+    served = TryOnReactor(job, busy);
   }
   if (parked != nullptr) async->parked.Give(std::unique_ptr<ParkedRequest>(parked));
-  // Not for a reactor (or the stripe was let go just now, with a thread
-  // about to take it): the workers wait where a reactor may not.
+  // Not for a reactor: the workers wait where a reactor may not.
   if (!served) Workers().Run(job);
 }
 

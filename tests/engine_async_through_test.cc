@@ -83,15 +83,31 @@ TEST_F(EngineAsyncThroughTest, AnnouncementsShareSyncs) {
   constexpr size_t kWrites = 16;
   CacheStable(kWrites);
   std::mutex mu;
+  std::condition_variable cv;
   int syncs = 0;
+  bool all_sent = false;
+  // The first sync waits until every write was sent: the committer, on a
+  // thread of its own, would otherwise sync each announcement alone
+  // whenever it ran ahead of the reactor's loop (a slow machine).
   std::function<void(std::string_view)> step = [&](std::string_view name) {
-    std::lock_guard lock(mu);
-    if (name == "sync-metadata-1-begun") ++syncs;
+    if (name != "sync-metadata-1-begun") return;
+    std::unique_lock lock(mu);
+    if (++syncs == 1) cv.wait(lock, [&] { return all_sent; });
   };
   g_step = &step;
   SetStepObserver(RunStep);
+  const uint64_t bytes = 4 * kBlock;
+  AlignedBuffer data(kWrites * bytes);
+  FillPattern(data.data(), 0, kWrites * bytes, 3);
   Completions done(kWrites);
-  WriteOnReactor(rig_.engine(), 0, kWrites, 4, 3, false, done);
+  OnReactor([&] {
+    for (size_t i = kWrites; i-- > 0;) {
+      rig_.engine().WriteAsync(i * bytes, data.data() + i * bytes, bytes, false, done.at(i));
+    }
+    std::lock_guard lock(mu);
+    all_sent = true;
+    cv.notify_all();
+  }, done, kWrites);
   SetStepObserver(nullptr);
   EXPECT_EQ(done.failed(), 0u) << done.last_error();
   EXPECT_EQ(done.on_workers(), 0u);

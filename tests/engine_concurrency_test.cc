@@ -284,8 +284,11 @@ TEST_P(ConcurrencyTest, ClientsAndManagerTogether) {
     while (!stop.load()) {
       const uint64_t at = (rng() % 124) * 64 * K, length = (1 + rng() % 4) * 64 * K;  // within 8 MiB
       switch (rng() % 7) {
-        case 0: if (Status m = e.SetMode(kModes[rng() % 5]); !m.ok()) failed("mode: " + m.ToString()); break;
-        case 1: if (Status f = e.Flush(); !f.ok()) failed("flush: " + f.ToString()); break;
+        // Busy: the clients kept re-dirtying what a mode switch or a flush
+        // cleaned, pass after pass, and it gave up (as it is meant to; the
+        // data stays dirty and safe). A slow manager meets it more often.
+        case 0: if (Status m = e.SetMode(kModes[rng() % 5]); !m.ok() && m.code() != StatusCode::kBusy) failed("mode: " + m.ToString()); break;
+        case 1: if (Status f = e.Flush(); !f.ok() && f.code() != StatusCode::kBusy) failed("flush: " + f.ToString()); break;
         case 2: if (Status y = e.Sync(); !y.ok()) failed("sync: " + y.ToString()); break;
         case 3: {
           Status s = e.Pin(at, length);  // refused past the limit: fine

@@ -49,7 +49,9 @@ io "$(vol)" -c 'read -P 0x42 0 16M' -c 'read -P 0x42 0 16M' -c 'write -P 0x61 32
 "$C" stats net --json | grep -q '"read_hits": [1-9]' || fail "no read hits: $("$C" stats net --json)"
 
 echo "== kill -9, start warm"
-kill -9 "$(cat "$W/run/net/pid")"; sleep 0.2
+pid=$(cat "$W/run/net/pid"); kill -9 "$pid"
+# Gone, sockets closed (a dying process may still accept for a moment).
+for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 "$C" start net >"$W/out" 2>&1 || fail "start: $(cat "$W/out")"
 io "$(vol)" -c 'read -P 0x61 32M 8M' -c 'read -P 0x42 0 16M'
 

@@ -509,7 +509,6 @@ struct Engine::Impl {
   // Inside the window: cleans dirty lines (all of them, over time) within
   // `budget` bytes, unless the background cleaner is off. Returns bytes.
   uint64_t CleanInWindow(uint64_t budget);
-  bool InPlacementWindow(int64_t now) const;
 
   EngineDevices dev;  // dev.origin is origin_meter
   BlockDevice* const raw_origin;  // the origin itself: the cleaner's way there

@@ -69,11 +69,15 @@ void Engine::Impl::MoverLoop() {
     lock.Unlock();
     const int64_t now = clock->NowSeconds();  // the hour, the sample and the window
     heat.AdvanceTo(now / 3600);
+    // The rate and the window of one setting: read apart, a tick could
+    // pair a new window with the old rate's tokens (a burst at the old rate).
     uint64_t rate;
+    std::optional<PlacementWindow> window;
     {
       MutexLock p(placement_mu);
       movement.Sample(now, MovementNow());
       rate = placement.rate_bytes_per_s;
+      window = placement.window;
     }
     if (state.hour != now / 3600) {
       if (state.hour >= 0) SavePlacementHistory(false);
@@ -87,7 +91,7 @@ void Engine::Impl::MoverLoop() {
     // Moving lines changes records; with a failed store nothing moves.
     if (EffectiveMode() != CacheMode::kPassThrough && !dev.metadata->failed()) {
       tokens -= static_cast<double>(FillPins(state, static_cast<uint64_t>(tokens)));
-      if (InPlacementWindow(now)) {
+      if (window && window->Contains(clock->LocalMinuteOfDay(now))) {  // the daemon's local time
         // Cleaning first, in sorted, coalesced passes: the cold lines that
         // placement then demotes are clean, with no origin flush apiece.
         tokens -= static_cast<double>(CleanInWindow(static_cast<uint64_t>(tokens)));

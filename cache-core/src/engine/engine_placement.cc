@@ -90,16 +90,6 @@ MovementTotals Engine::Impl::MovementNow() const {
   return t;
 }
 
-bool Engine::Impl::InPlacementWindow(int64_t now) const {
-  std::optional<PlacementWindow> window;
-  {
-    MutexLock lock(placement_mu);
-    window = placement.window;
-  }
-  if (!window) return false;
-  return window->Contains(clock->LocalMinuteOfDay(now));  // the daemon's local time
-}
-
 Status Engine::Impl::ChangePins(uint64_t offset, uint64_t length, const PinEdit& edit,
                                 bool pinning) {
   if (shut_down.load()) return Status::Busy("the cache is shut down");

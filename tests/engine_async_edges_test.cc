@@ -214,6 +214,39 @@ TEST_F(EngineAsyncEdgesTest, APartialBlockThatFailsItsChecksumIsLeftToTheWorkers
   EXPECT_TRUE(VolumeAsExpected());
 }
 
+// A partial write over a dirty block the cache fails to read (only the
+// cache holds its other sectors) fails once on the reactor, counted, and
+// nothing changes (the workers used to read it again: a transient fault
+// went unseen). Over a block on the origin whose read fails, the failed
+// read is counted and the workers write the sector as the mode says (here
+// a line not cached: the sent bytes, through, reading nothing).
+TEST_F(EngineAsyncEdgesTest, APartialWriteWhoseBlockCannotBeReadFailsOnceAndIsCounted) {
+  Create(CacheMode::kWriteBack);
+  ASSERT_TRUE(WritePattern(rig_.engine(), 0, kLine, 1).ok());  // cached, dirty
+  AlignedBuffer origin(kLine);
+  FillPattern(origin.data(), 8 * kLine, kLine, 1);
+  ASSERT_TRUE(rig_.raw_origin().Write(8 * kLine, origin.data(), kLine).ok());
+  Expect(9 * kLine, {});  // the writes' source buffer covers both
+  rig_.cache().FailNth(kFaultRead, 1);
+  const std::vector<Range> over_dirty = {{kSector, kSector}};
+  Completions dirty(1);
+  WriteAllOnReactor(over_dirty, /*fua=*/false, dirty);
+  EXPECT_EQ(dirty.failed(), 1u);
+  EXPECT_EQ(dirty.on_workers(), 0u);
+  EXPECT_EQ(rig_.engine().stats().errors.cache_read, 1u);
+  rig_.origin().FailNth(kFaultRead, 1);
+  const std::vector<Range> over_origin = {{8 * kLine + kSector, kSector}};
+  Completions uncached(1);
+  WriteAllOnReactor(over_origin, /*fua=*/false, uncached);
+  EXPECT_EQ(uncached.failed(), 0u) << uncached.last_error();
+  EXPECT_EQ(uncached.on_workers(), 1u);
+  EXPECT_EQ(rig_.engine().stats().errors.origin_read, 1u);
+  EXPECT_TRUE(HasPattern(rig_.engine(), 0, kLine, 1));  // nothing changed
+  EXPECT_TRUE(HasPattern(rig_.engine(), 8 * kLine, kSector, 1));
+  EXPECT_TRUE(HasPattern(rig_.engine(), 8 * kLine + kSector, kSector, 2));
+  EXPECT_TRUE(HasPattern(rig_.engine(), 8 * kLine + 2 * kSector, kLine - 2 * kSector, 1));
+}
+
 // A request of partial blocks across a mebibyte of the volume is cut there,
 // each part within the reactor's limit.
 TEST_F(EngineAsyncEdgesTest, AnUnalignedMebibyteIsServedInParts) {

@@ -8,8 +8,10 @@
 // (engine_async_through.cc), trims (engine_async_trim.cc) and requests not
 // in whole blocks (engine_async_edges.cc); syncs wait in the group commit
 // (engine_sync.cc); one that must wait for a line being cleaned parks until
-// the cleaning ends. Anything else (a checksum that fails) runs on the
-// engine's workers through the synchronous paths, which handle all of it.
+// the cleaning ends. A read whose I/O fails is answered there too (every
+// failed read counted); only a clean block to repair from the origin (a
+// checksum that fails, a cache read that failed) runs on the engine's
+// workers through the synchronous paths.
 #include <algorithm>
 
 #include "cachecore/metadata/checksum.h"
@@ -217,24 +219,61 @@ bool Engine::Impl::TryReadHitAsync(uint64_t offset, uint8_t* out, uint64_t lengt
   return true;
 }
 
-// Every block proven, or nothing is counted and the workers read it again
-// (they repair a clean block from the origin, or fail a dirty one).
-bool Engine::Impl::HitBlocksProven(const AsyncHit& hit) {
-  for (const AsyncIo& io : hit.ios) {
-    if (!io.request.status.ok()) return false;
+namespace {
+
+// Whether the read of `block` (a pointer into the request's buffer) failed.
+bool ReadOfBlockFailed(std::span<const AsyncIo> ios, const uint8_t* block) {
+  for (const AsyncIo& io : ios) {
+    const auto* begin = static_cast<const uint8_t*>(io.request.buffer);
+    if (!io.request.status.ok() && block >= begin && block < begin + io.request.length) return true;
   }
-  const uint8_t* block = hit.out;
-  for (size_t i = 0; i < hit.segments.size(); ++i) {
-    const Segment& seg = hit.segments[i];
-    for (uint32_t b = seg.first_block(); b < seg.end_block(); ++b, block += kBlockSize) {
-      if (Crc32c(block, kBlockSize) != slots.Crc(hit.slots[i], b)) return false;
+  return false;
+}
+
+}  // namespace
+
+Engine::Impl::ReadProof Engine::Impl::ProveReads(std::span<const AsyncIo> ios,
+                                                 const std::vector<uint8_t>* on_origin,
+                                                 std::span<const Segment> segments,
+                                                 std::span<const uint32_t> slots_of,
+                                                 const std::vector<uint8_t>* cached, const uint8_t* out) {
+  bool any_failed = false;
+  const AsyncIo* origin_failed = nullptr;
+  for (size_t k = 0; k < ios.size(); ++k) {
+    if (ios[k].request.status.ok()) continue;
+    any_failed = true;
+    if (on_origin == nullptr || !(*on_origin)[k]) {
+      CountCacheError(stats.cache_read_err);
+      continue;
+    }
+    LiveStats::Bump(stats.origin_read_err);
+    if (origin_failed == nullptr) origin_failed = &ios[k];
+  }
+  if (origin_failed != nullptr) return {ReadProof::kFailed, origin_failed->request.status};
+  bool repair = false;
+  size_t block = 0;
+  for (size_t i = 0; i < segments.size(); ++i) {
+    const Segment& seg = segments[i];
+    for (uint32_t b = seg.first_block(); b < seg.end_block(); ++b, ++block) {
+      if (cached != nullptr && !(*cached)[block]) continue;
+      const uint8_t* data = out + block * kBlockSize;
+      const bool unread = any_failed && ReadOfBlockFailed(ios, data);
+      if (!unread && Crc32c(data, kBlockSize) == slots.Crc(slots_of[i], b)) continue;
+      if (!(slots.Flags(slots_of[i], b) & kDirty)) {
+        repair = true;  // the origin has it
+        continue;
+      }
+      if (!unread) LiveStats::Bump(stats.checksum_failed);
+      return {ReadProof::kFailed,
+              Status::IoError("dirty block at origin offset " + std::to_string(OriginOffset(seg.line, b)) +
+                              (unread ? " cannot be read from the cache" : " fails its checksum"))};
     }
   }
-  return true;
+  return {repair ? ReadProof::kRepair : ReadProof::kProven, Status()};
 }
 
 void Engine::Impl::FinishReadHit(AsyncHit& hit) {
-  bool proven = HitBlocksProven(hit);
+  ReadProof proof = ProveReads(hit.ios, nullptr, hit.segments, hit.slots, nullptr, hit.out);
   ReleaseStripes(hit.stripes, false);
   std::unique_ptr<AsyncHit> owned(&hit);
   EngineCompletion* done = hit.done;
@@ -242,7 +281,14 @@ void Engine::Impl::FinishReadHit(AsyncHit& hit) {
   uint8_t* out = hit.out;
   bool bypass = hit.bypass;
   async->hits.Give(std::move(owned));
-  if (!proven) {
+  if (proof.kind == ReadProof::kFailed) {
+    CountReads({length / kBlockSize, 0});  // as on the workers: a failed read is counted too
+    return Answer(done, std::move(proof.status));
+  }
+  if (proof.kind == ReadProof::kRepair) {
+    // Nothing counted but the errors: the workers read it again and repair
+    // the clean blocks from the origin (a transient cache error may read
+    // right this time; the checksum proves it either way).
     Workers().Run({AsyncJob::kRead, offset, length, out, false, bypass, done});
     return;
   }

@@ -166,7 +166,8 @@ struct AsyncEdges final : IoCompletion, ReactorTask, EngineCompletion {
   std::vector<AsyncIo> ios;       // the partial blocks' reads (at most two)
   struct Edge {
     bool from_cache;  // else from the origin
-    uint32_t crc;     // the cached block's, to prove it
+    uint32_t slot, block;  // the cached block's, to prove it
+    uint64_t line;
   };
   std::vector<Edge> edges;  // per read in `ios`
   size_t pending = 0;

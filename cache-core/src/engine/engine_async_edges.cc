@@ -90,7 +90,7 @@ bool Engine::Impl::PlanEdgeReads(AsyncEdges& e) {
     io.request = {IoOp::kRead, cached ? SlotOffset(*slot, b) : OriginOffset(line, b), kBlockSize,
                   e.bounce.data() + (block_offset - e.begin), Status()};
     io.done = &e;
-    e.edges.push_back({cached, cached ? slots.Crc(*slot, b) : 0});
+    e.edges.push_back({cached, cached ? *slot : 0, b, line});
   };
   const uint64_t first = e.begin, last = e.end - kBlockSize;
   if (e.job.offset % kBlockSize) read(first);
@@ -102,20 +102,53 @@ bool Engine::Impl::PlanEdgeReads(AsyncEdges& e) {
   return !from_origin || dev.origin->submits_without_waiting();
 }
 
-bool Engine::Impl::EdgesProven(const AsyncEdges& e) const {
-  for (size_t i = 0; i < e.ios.size(); ++i) {
-    const IoRequest& r = e.ios[i].request;
-    if (!r.status.ok()) return false;
-    if (e.edges[i].from_cache && Crc32c(static_cast<const uint8_t*>(r.buffer), kBlockSize) != e.edges[i].crc) {
-      return false;
+// As ProveReads for a write's partial blocks: failed reads counted; a
+// dirty block the cache cannot give back fails the write; anything else not
+// proven goes to the workers: they repair a clean block, and a partial
+// block on the origin whose read failed is theirs to decide by mode (outside
+// write-back they write the sent bytes through, reading nothing).
+Engine::Impl::ReadProof Engine::Impl::ProveEdges(const AsyncEdges& e) {
+  bool repair = false;
+  for (const AsyncIo& io : e.ios) {
+    if (io.request.status.ok()) continue;
+    if (e.edges[&io - e.ios.data()].from_cache) {
+      CountCacheError(stats.cache_read_err);
+      continue;
     }
+    LiveStats::Bump(stats.origin_read_err);
+    repair = true;
   }
-  return true;
+  for (size_t i = 0; i < e.ios.size(); ++i) {
+    const AsyncEdges::Edge& edge = e.edges[i];
+    const IoRequest& r = e.ios[i].request;
+    if (!edge.from_cache) continue;
+    const bool unread = !r.status.ok();
+    if (!unread && Crc32c(static_cast<const uint8_t*>(r.buffer), kBlockSize) == slots.Crc(edge.slot, edge.block)) {
+      continue;
+    }
+    if (!(slots.Flags(edge.slot, edge.block) & kDirty)) {
+      repair = true;
+      continue;
+    }
+    if (!unread) LiveStats::Bump(stats.checksum_failed);
+    return {ReadProof::kFailed,
+            Status::IoError("dirty block at origin offset " + std::to_string(OriginOffset(edge.line, edge.block)) +
+                            (unread ? " cannot be read from the cache" : " fails its checksum"))};
+  }
+  return {repair ? ReadProof::kRepair : ReadProof::kProven, Status()};
 }
 
 // On the reactor, the partial blocks read, the stripes held.
 void Engine::Impl::WriteWithEdges(AsyncEdges& e) {
-  if (shut_down.load() || !EdgesProven(e)) return EdgesToWorkers(e, /*by_line=*/false);
+  if (shut_down.load()) return EdgesToWorkers(e, /*by_line=*/false);
+  ReadProof proof = ProveEdges(e);
+  if (proof.kind == ReadProof::kFailed) {
+    ReleaseStripes(e.stripes, true);
+    const AsyncJob job = e.job;
+    async->edges.Give(std::unique_ptr<AsyncEdges>(&e));
+    return Answer(job.done, std::move(proof.status));
+  }
+  if (proof.kind == ReadProof::kRepair) return EdgesToWorkers(e, /*by_line=*/false);
   std::memcpy(e.bounce.data() + (e.job.offset - e.begin), e.job.buffer, e.job.length);
   const AsyncJob whole{AsyncJob::kWrite, e.begin, e.end - e.begin, e.bounce.data(), e.job.fua, e.job.bypass, &e};
   size_t busy = kNoStripe;  // the stripes are held: none is busy

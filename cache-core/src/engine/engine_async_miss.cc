@@ -10,9 +10,9 @@
 // stripes go and answers. The same steps as ReadBatch and PromoteBatch on a
 // worker, except that a line finding neither a free slot nor a clean
 // victim is not promoted (a worker would clean a dirty victim inline). A
-// read that cannot be proven (a failed read, a checksum that fails) counts
-// nothing and goes to the workers whole, whose synchronous path repairs or
-// reports.
+// failed origin read, or a dirty block the cache cannot give back, fails
+// the read on the reactor (counted, as on the workers); a clean block not
+// proven goes to the workers whole, whose synchronous path repairs it.
 #include <algorithm>
 
 #include "cachecore/metadata/checksum.h"
@@ -111,29 +111,23 @@ void Engine::Impl::SubmitMissIos(AsyncMiss& m) {
   m.IoDone(m.ios.front());
 }
 
-bool Engine::Impl::MissReadProven(const AsyncMiss& m) const {
-  for (const AsyncIo& io : m.ios) {
-    if (!io.request.status.ok()) return false;
-  }
-  size_t block = 0;
-  for (size_t i = 0; i < m.segments.size(); ++i) {
-    for (uint32_t b = m.segments[i].first_block(); b < m.segments[i].end_block(); ++b, ++block) {
-      if (m.cached[block] && Crc32c(m.out + block * kBlockSize, kBlockSize) != slots.Crc(m.slots[i], b)) {
-        return false;
-      }
-    }
-  }
-  return true;
-}
-
 void Engine::Impl::MissLanded(AsyncMiss& m) {
   if (m.promoting) return PromotionLanded(m);
-  if (!MissReadProven(m)) {
-    // Nothing counted or changed: the workers read it again, and repair
-    // a clean block or report what cannot be read.
+  ReadProof proof = ProveReads(m.ios, &m.on_origin, m.segments, m.slots, &m.cached, m.out);
+  if (proof.kind != ReadProof::kProven) {
+    // Nothing changed, nothing counted but the errors: failed (nothing
+    // promoted; counted as read, as on the workers), or the workers read it
+    // again and repair the clean blocks.
     ReleaseStripes(m.stripes, true);
+    Tally tally;
+    tally.hits = std::count(m.cached.begin(), m.cached.end(), 1);
+    tally.misses = m.cached.size() - tally.hits;
     const AsyncJob again{AsyncJob::kRead, m.offset, m.length, m.out, false, m.bypass, m.done};
     async->misses.Give(std::unique_ptr<AsyncMiss>(&m));
+    if (proof.kind == ReadProof::kFailed) {
+      CountReads(tally);
+      return Answer(again.done, std::move(proof.status));
+    }
     return Workers().Run(again);
   }
   m.tally.hits = std::count(m.cached.begin(), m.cached.end(), 1);

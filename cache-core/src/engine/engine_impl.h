@@ -157,8 +157,21 @@ struct Engine::Impl {
   // the completion (or the workers, when a block is not proven).
   bool AllBlocksCached(AsyncHit& hit);
   void PlanHitReads(AsyncHit& hit);
-  bool HitBlocksProven(const AsyncHit& hit);
   void FinishReadHit(AsyncHit& hit);
+  // What a reactor read's I/O proved, every failed read counted (the cache's
+  // towards its error threshold): kProven; kFailed with the answer (an
+  // origin read failed, or a dirty block, which only the cache holds, could
+  // not be read or fails its checksum: as on the workers, not retried); or
+  // kRepair, a clean block not proven (the workers read it from the origin
+  // and write it back). `on_origin` per read, `cached` per block: nullptr
+  // when every read and block is the cache's.
+  struct ReadProof {
+    enum Kind { kProven, kRepair, kFailed } kind = kProven;
+    Status status;
+  };
+  ReadProof ProveReads(std::span<const AsyncIo> ios, const std::vector<uint8_t>* on_origin,
+                       std::span<const Segment> segments, std::span<const uint32_t> slots_of,
+                       const std::vector<uint8_t>* cached, const uint8_t* out);
   // A write-back write of whole blocks, served on the
   // calling reactor (engine_async_write.cc) when nothing in it would block.
   // False, with nothing done or counted, when it does not apply.
@@ -269,7 +282,7 @@ struct Engine::Impl {
   // written with the stripes handed over; the answer copied out.
   bool PlanEdgeReads(AsyncEdges& edges);
   void WriteWithEdges(AsyncEdges& edges);
-  bool EdgesProven(const AsyncEdges& edges) const;
+  ReadProof ProveEdges(const AsyncEdges& edges);
   void EdgesToWorkers(AsyncEdges& edges, bool by_line);
   void EdgesAnswered(AsyncEdges& edges, Status status);
   // Its steps: the reads (cached runs from the cache, missing runs from the
@@ -280,7 +293,6 @@ struct Engine::Impl {
   void PlanMissReads(AsyncMiss& miss);
   void SubmitMissIos(AsyncMiss& miss);
   void MissLanded(AsyncMiss& miss);
-  bool MissReadProven(const AsyncMiss& miss) const;
   bool PlanPromotion(AsyncMiss& miss);
   void PromotionLanded(AsyncMiss& miss);
   PendingAnswer FinishMiss(AsyncMiss& miss);

@@ -96,7 +96,7 @@ TEST(EngineTest, BackgroundCleanerKeepsDirtyLinesBetweenWatermarks) {
   ASSERT_TRUE(rig.Create(c).ok());
   for (uint64_t i = 0; i < 200; ++i) ASSERT_TRUE(WritePattern(rig.engine(), i * 4 * K, 4 * K, 1).ok());
   uint64_t dirty = 200;
-  for (int i = 0; i < 100 && dirty > 51; ++i) {
+  for (int i = 0; i < 400 && dirty > 51; ++i) {  // up to 20 s: a slow machine
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     dirty = rig.engine().stats().dirty_lines;
   }

@@ -75,6 +75,10 @@ std::vector<std::string> DelayedMemory(const TempDir& dir, const std::string& de
   return args;
 }
 
+// Long enough that every request is sent while the first is held, even on
+// a slow, loaded machine (the checks count requests in flight at once).
+const char* const kHeld = "3";
+
 std::string PidFile(const TempDir& dir) { return dir.path() + "/nbdkit.pid"; }
 
 // NbdkitServer returns once the socket file exists, which nbdkit creates
@@ -118,7 +122,7 @@ std::vector<Status> ReadFromManyThreads(BlockDevice& dev) {
 // device with at most `connections` connections.
 ReadLog DepthSeenByServer(unsigned connections) {
   TempDir dir;
-  std::unique_ptr<NbdkitServer> server = StartNbdkit(dir, DelayedMemory(dir, "1"));
+  std::unique_ptr<NbdkitServer> server = StartNbdkit(dir, DelayedMemory(dir, kHeld));
   if (!server->running()) return {};
   std::unique_ptr<BlockDevice> dev = Open(*server, connections);
   if (!dev) return {};
@@ -285,7 +289,7 @@ struct ReactorRequests final : IoCompletion {
 
 TEST(NbdDeviceDepth, OneReactorKeepsEveryRequestInFlight) {
   TempDir dir;
-  std::unique_ptr<NbdkitServer> server = StartNbdkit(dir, DelayedMemory(dir, "1"));
+  std::unique_ptr<NbdkitServer> server = StartNbdkit(dir, DelayedMemory(dir, kHeld));
   ASSERT_TRUE(server->running());
   std::unique_ptr<BlockDevice> dev = Open(*server, 1);
   ASSERT_NE(dev, nullptr);

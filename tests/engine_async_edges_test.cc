@@ -4,7 +4,7 @@
 // the same blocks at once all land (a partial block's read-modify-write
 // holds its stripe throughout), in write-back and write-through, durable
 // after a cut; unaligned reads; a partial block that fails its checksum is
-// left to the workers, which repair it.
+// read from the origin instead.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -193,10 +193,10 @@ TEST_F(EngineAsyncEdgesTest, BuffersUnfitForDirectIoAreServedOnTheReactor) {
   EXPECT_TRUE(HasPattern(rig_.engine(), 0, kBytes, 3));
 }
 
-// A cached partial block that fails its checksum is not merged: the write
-// goes to the workers as sent, whose path repairs the block from the origin
-// (it is clean) and writes.
-TEST_F(EngineAsyncEdgesTest, APartialBlockThatFailsItsChecksumIsLeftToTheWorkers) {
+// A cached partial block that fails its checksum is not merged: its bytes
+// are read from the origin instead (it is clean), on the reactor, and the
+// whole block written.
+TEST_F(EngineAsyncEdgesTest, APartialBlockThatFailsItsChecksumIsReadFromTheOriginInstead) {
   Create(CacheMode::kWriteThrough);
   ASSERT_TRUE(WritePattern(rig_.engine(), 0, kLine, 1).ok());  // cached, clean
   ASSERT_TRUE(rig_.engine().Sync().ok());
@@ -208,10 +208,11 @@ TEST_F(EngineAsyncEdgesTest, APartialBlockThatFailsItsChecksumIsLeftToTheWorkers
   Completions done(1);
   WriteAllOnReactor(writes, /*fua=*/false, done);
   EXPECT_EQ(done.failed(), 0u) << done.last_error();
-  EXPECT_EQ(done.on_workers(), 1u);
-  EXPECT_EQ(rig_.engine().stats().requests_on_workers, 1u);
-  EXPECT_GE(rig_.engine().stats().errors.checksum_repaired, 1u);
+  EXPECT_EQ(done.on_workers(), 0u);
+  EXPECT_EQ(rig_.engine().stats().requests_on_workers, 0u);
+  EXPECT_EQ(rig_.engine().stats().errors.checksum_repaired, 1u);
   EXPECT_TRUE(VolumeAsExpected());
+  EXPECT_TRUE(rig_.engine().CheckRecordsAgreeForTest().ok());
 }
 
 // A partial write over a dirty block the cache fails to read (only the

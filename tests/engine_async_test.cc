@@ -336,11 +336,57 @@ TEST_F(EngineAsyncTest, ACleanBlockThatFailsItsChecksumIsRepairedFromTheOrigin) 
   Completions done(1);
   OnReactor([&] { rig_.engine().ReadAsync(0, got.data(), 4 * kBlock, done.at(0)); }, done, 1);
   EXPECT_EQ(done.failed(), 0u) << done.last_error();
-  EXPECT_EQ(done.on_reactor(), 0u);  // the workers read it again and repaired it
+  // Repaired on the reactor (the miss path, holding the line): the
+  // origin's copies read, the blocks dropped and promoted afresh.
+  EXPECT_EQ(done.on_workers(), 0u);
+  EXPECT_EQ(rig_.engine().stats().requests_on_workers, 0u);
   AlignedBuffer want(4 * kBlock);
   FillPattern(want.data(), 0, 4 * kBlock, 5);
   EXPECT_EQ(std::memcmp(got.data(), want.data(), 4 * kBlock), 0);
-  EXPECT_GE(rig_.engine().stats().errors.checksum_repaired, 1u);
+  EXPECT_EQ(rig_.engine().stats().errors.checksum_repaired, 4u);
+  EXPECT_TRUE(rig_.engine().CheckRecordsAgreeForTest().ok());
+  // The copies written again are proven hits now; and a cut loses nothing.
+  Completions again(1);
+  OnReactor([&] { rig_.engine().ReadAsync(0, got.data(), 4 * kBlock, again.at(0)); }, again, 1);
+  EXPECT_EQ(again.failed(), 0u) << again.last_error();
+  EXPECT_EQ(again.on_reactor(), 1u);  // a hit
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), 4 * kBlock), 0);
+  EXPECT_EQ(rig_.engine().stats().errors.checksum_repaired, 4u);
+  ASSERT_TRUE(rig_.PowerCutAndReopen(config_, PowerCutMode::kDropUnsynced).ok());
+  EXPECT_TRUE(HasPattern(rig_.engine(), 0, 4 * kBlock, 5));
+  EXPECT_EQ(rig_.engine().stats().errors.checksum_failed, 0u);
+}
+
+// A read of a cached line whose clean block fails its checksum and of a line
+// not cached: both served by the miss path on the reactor, the bad block
+// repaired, the other line promoted.
+TEST_F(EngineAsyncTest, AMissThatFindsACleanBlockFailingItsChecksumRepairsItOnTheReactor) {
+  ASSERT_TRUE(rig_.engine().SetMode(CacheMode::kWriteThrough).ok());
+  rig_.origin().CompleteOutOfOrder(true);
+  ASSERT_TRUE(WritePattern(rig_.engine(), 0, 4 * kBlock, 5).ok());  // line 0 cached, clean
+  AlignedBuffer origin(4 * kBlock);
+  FillPattern(origin.data(), 4 * kBlock, 4 * kBlock, 6);
+  ASSERT_TRUE(rig_.raw_origin().Write(4 * kBlock, origin.data(), 4 * kBlock).ok());  // line 1, not cached
+  ASSERT_TRUE(rig_.engine().Sync().ok());  // out of the device's volatile cache
+  AlignedBuffer junk(kBlock);
+  std::memset(junk.data(), 0xA5, kBlock);
+  ASSERT_TRUE(rig_.raw_cache().Write(kDataOffset + kBlock, junk.data(), kBlock).ok());  // line 0's block 1
+  AlignedBuffer got(8 * kBlock);
+  Completions done(1);
+  OnReactor([&] { rig_.engine().ReadAsync(0, got.data(), 8 * kBlock, done.at(0)); }, done, 1);
+  EXPECT_EQ(done.failed(), 0u) << done.last_error();
+  EXPECT_EQ(done.on_workers(), 0u);
+  AlignedBuffer want(8 * kBlock);
+  FillPattern(want.data(), 0, 4 * kBlock, 5);
+  FillPattern(want.data() + 4 * kBlock, 4 * kBlock, 4 * kBlock, 6);
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), 8 * kBlock), 0);
+  const StatsSnapshot s = rig_.engine().stats();
+  EXPECT_EQ(s.errors.checksum_repaired, 1u);
+  EXPECT_EQ(s.read_hits, 4u);    // line 0's blocks, the repaired one too (as on the workers)
+  EXPECT_EQ(s.read_misses, 4u);
+  EXPECT_EQ(s.occupancy_lines, 2u);
+  EXPECT_TRUE(rig_.engine().CheckRecordsAgreeForTest().ok());
+  EXPECT_TRUE(rig_.engine().CheckCleanDataForTest([](uint64_t) { return false; }).ok());
 }
 
 TEST_F(EngineAsyncTest, AsyncWritesAndSyncSurviveAPowerCut) {

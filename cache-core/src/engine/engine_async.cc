@@ -9,9 +9,11 @@
 // in whole blocks (engine_async_edges.cc); syncs wait in the group commit
 // (engine_sync.cc); one that must wait for a line being cleaned parks until
 // the cleaning ends. A read whose I/O fails is answered there too (every
-// failed read counted); only a clean block to repair from the origin (a
-// checksum that fails, a cache read that failed) runs on the engine's
-// workers through the synchronous paths.
+// failed read counted), and a clean block to repair from the origin (a
+// checksum that fails, a cache read that failed) is read again by the miss
+// path. What is left (a write's partial block on the origin whose read
+// failed, a line that cannot be placed without waiting) runs on the
+// engine's workers through the synchronous paths.
 #include <algorithm>
 
 #include "cachecore/metadata/checksum.h"
@@ -219,9 +221,6 @@ bool Engine::Impl::TryReadHitAsync(uint64_t offset, uint8_t* out, uint64_t lengt
   return true;
 }
 
-namespace {
-
-// Whether the read of `block` (a pointer into the request's buffer) failed.
 bool ReadOfBlockFailed(std::span<const AsyncIo> ios, const uint8_t* block) {
   for (const AsyncIo& io : ios) {
     const auto* begin = static_cast<const uint8_t*>(io.request.buffer);
@@ -229,8 +228,6 @@ bool ReadOfBlockFailed(std::span<const AsyncIo> ios, const uint8_t* block) {
   }
   return false;
 }
-
-}  // namespace
 
 Engine::Impl::ReadProof Engine::Impl::ProveReads(std::span<const AsyncIo> ios,
                                                  const std::vector<uint8_t>* on_origin,
@@ -286,11 +283,14 @@ void Engine::Impl::FinishReadHit(AsyncHit& hit) {
     return Answer(done, std::move(proof.status));
   }
   if (proof.kind == ReadProof::kRepair) {
-    // Nothing counted but the errors: the workers read it again and repair
-    // the clean blocks from the origin (a transient cache error may read
-    // right this time; the checksum proves it either way).
-    Workers().Run({AsyncJob::kRead, offset, length, out, false, bypass, done});
-    return;
+    // Nothing counted but the errors: read again by the miss path, which
+    // holds the lines exclusively and repairs the clean blocks from the
+    // origin (a transient cache error may read right this time; the
+    // checksum proves it either way).
+    AsyncJob again{AsyncJob::kRead, offset, length, out, false, bypass, done};
+    again.not_a_hit = true;
+    if (Reactor::Current() == nullptr) return Workers().Run(again);
+    return RunOnReactor(again, nullptr);
   }
   CountReads({length / kBlockSize, 0});
   Answer(done, Status::Ok());
@@ -329,7 +329,7 @@ bool Engine::Impl::TryWholeBlocksOnReactor(const AsyncJob& j, size_t& busy, cons
     return busy == kNoStripe &&
            TryWriteThroughAsync(j.offset, j.buffer, j.length, j.fua, j.bypass, j.done, busy, held);
   }
-  if (TryReadHitAsync(j.offset, j.buffer, j.length, j.bypass, j.done, busy)) return true;
+  if (!j.not_a_hit && TryReadHitAsync(j.offset, j.buffer, j.length, j.bypass, j.done, busy)) return true;
   // A stripe busy for a hit is busy for a miss too.
   return busy == kNoStripe && TryReadMissAsync(j.offset, j.buffer, j.length, j.bypass, j.done, busy);
 }

@@ -13,9 +13,10 @@
 // records, an announcement's sync, a cache-side flush) goes to the record
 // committer and comes back; a failed cache write's rest goes to the
 // continuation thread (kContinue); a write to the origin or a trim over a
-// line being cleaned parks until the cleaning ends; what the reactor paths
-// do not handle (a checksum to repair) goes to the workers whole, before
-// anything is decided.
+// line being cleaned parks until the cleaning ends; a clean block to repair
+// is read again by the miss path, which holds its lines; what the reactor
+// paths do not handle (a partial block to repair) goes to the workers
+// whole, before anything is decided.
 #pragma once
 
 #include <atomic>
@@ -50,6 +51,10 @@ void SubmitAll(BlockDevice& device, Owner& owner) {
   owner.IoDone(owner.ios.front());
 }
 
+// Whether the read of `block` (a pointer into a request's buffer) is one
+// of `ios` that failed.
+bool ReadOfBlockFailed(std::span<const AsyncIo> ios, const uint8_t* block);
+
 struct AsyncJob {
   enum Kind {
     kRead, kWrite, kDiscard,  // a request, by the synchronous paths
@@ -63,6 +68,7 @@ struct AsyncJob {
   EngineCompletion* done = nullptr;
   ReactorTask* next = nullptr;
   bool throttle = false;  // a write from off a reactor: its worker waits ThrottleDelay() first
+  bool not_a_hit = false;  // a read whose hit found a block to repair: by the miss path
 };
 
 class AsyncWorkers {
@@ -300,10 +306,22 @@ struct AsyncMiss final : IoCompletion, CommitJob {
   std::vector<uint8_t> cached;     // per block of the request: read from the cache
   std::vector<AsyncIo> ios;        // the reads, then the promotion's writes
   std::vector<uint8_t> on_origin;  // per read: from the origin
-  std::vector<uint32_t> promoted;  // slots the promotion wrote into
+  std::vector<uint32_t> promoted;  // slots the promotion wrote into (or repaired: their records)
   ReactorEvictions evictions;      // victims of the promotion
   RecordBatch emptied;             // slots a failed promotion left empty
   size_t pending = 0;
+  // Clean cached blocks not proven (a failed read, a checksum that fails):
+  // read again from the origin (`ios`, while `repairing`), then dropped
+  // from the cache and promoted afresh, as a miss of theirs.
+  bool repairing = false;
+  struct Repair {
+    size_t block;         // among the request's blocks
+    uint32_t slot, index;  // the cached block
+    bool checksum;        // it failed its checksum (else its read failed)
+  };
+  std::vector<Repair> repair;
+  std::vector<uint32_t> repaired;  // their slots, once dropped (records to put)
+  bool sync_records = false;       // a stable (synced) block was dropped
 
   void IoDone(AsyncIo&) override {
     if (--pending == 0) im->MissLanded(*this);
@@ -312,6 +330,9 @@ struct AsyncMiss final : IoCompletion, CommitJob {
     evictions.AddDeletes(batch);  // ahead of their slots' new records
     im->AddLineRecords(promoted, emptied, batch);
   }
+  // A dropped stable block's durable record vouches for its old data until
+  // the new one is synced (as PutRecord's sync on the workers).
+  bool NeedsSync() const override { return sync_records; }
   Engine::Impl::PendingAnswer Committed(const Status&) override { return im->FinishMiss(*this); }
 };
 

@@ -16,10 +16,12 @@
 // letting its stripes go, and a block it trims may then read back as
 // before, which a trim allows), copies the caller's bytes in, and hands the
 // stripes to the whole-block write.
-// What the reactor's paths do not take (a checksum that fails, a line that
-// cannot be placed without waiting) goes to the workers as the caller sent
-// it, with nothing done: their synchronous path reads and writes the
-// partial blocks under the same stripes.
+// A cached clean partial block that fails its checksum (or whose read failed) is
+// read from the origin instead, the line still held. What the reactor's
+// paths do not take (a partial block on the origin whose read failed, a
+// line that cannot be placed without waiting) goes to the workers as the
+// caller sent it, with nothing done: their synchronous path reads and
+// writes the partial blocks under the same stripes.
 #include <cstring>
 
 #include "cachecore/metadata/checksum.h"
@@ -148,12 +150,50 @@ void Engine::Impl::WriteWithEdges(AsyncEdges& e) {
     async->edges.Give(std::unique_ptr<AsyncEdges>(&e));
     return Answer(job.done, std::move(proof.status));
   }
-  if (proof.kind == ReadProof::kRepair) return EdgesToWorkers(e, /*by_line=*/false);
+  if (proof.kind == ReadProof::kRepair && !RereadEdgesFromOrigin(e)) return EdgesToWorkers(e, /*by_line=*/false);
+  if (proof.kind == ReadProof::kRepair) return;  // back here once the origin's copies are in
   std::memcpy(e.bounce.data() + (e.job.offset - e.begin), e.job.buffer, e.job.length);
   const AsyncJob whole{AsyncJob::kWrite, e.begin, e.end - e.begin, e.bounce.data(), e.job.fua, e.job.bypass, &e};
   size_t busy = kNoStripe;  // the stripes are held: none is busy
   if (TryWholeBlocksOnReactor(whole, busy, &e.stripes)) return;  // the stripes are the write's now
   EdgesToWorkers(e, /*by_line=*/e.segments.size() > 1);
+}
+
+// A clean partial block the cache could not prove is read from the origin
+// instead (the whole-block write then writes all of it, with its
+// checksum, as any write over a cached block does): only those reads are
+// submitted again, the blocks proven stay in the buffer. False, with
+// nothing submitted, when an origin read failed (the workers decide by the
+// mode) or the origin's requests would wait on the reactor.
+bool Engine::Impl::RereadEdgesFromOrigin(AsyncEdges& e) {
+  if (!dev.origin->submits_without_waiting()) return false;
+  for (size_t i = 0; i < e.ios.size(); ++i) {
+    if (!e.edges[i].from_cache && !e.ios[i].request.status.ok()) return false;
+  }
+  size_t kept = 0;
+  for (size_t i = 0; i < e.ios.size(); ++i) {
+    AsyncEdges::Edge edge = e.edges[i];
+    IoRequest& r = e.ios[i].request;
+    if (!edge.from_cache) continue;
+    const bool unread = !r.status.ok();
+    if (!unread && Crc32c(static_cast<const uint8_t*>(r.buffer), kBlockSize) == slots.Crc(edge.slot, edge.block)) {
+      continue;
+    }
+    if (!unread) LiveStats::Bump(stats.checksum_repaired);
+    void* buffer = r.buffer;
+    edge.from_cache = false;
+    e.edges[kept] = edge;
+    e.ios[kept] = AsyncIo();  // nothing of the finished read's (a device's state) carries over
+    e.ios[kept].request = {IoOp::kRead, OriginOffset(edge.line, edge.block), kBlockSize, buffer, Status()};
+    e.ios[kept].done = &e;
+    ++kept;
+  }
+  e.ios.resize(kept);
+  e.edges.resize(kept);
+  e.pending = kept + 1;
+  for (AsyncIo& io : e.ios) dev.origin->Submit(io);
+  e.IoDone(e.ios.front());
+  return true;
 }
 
 // Nothing written, nothing counted. With `by_line` (a whole-block write

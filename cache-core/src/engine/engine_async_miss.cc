@@ -12,7 +12,7 @@
 // victim is not promoted (a worker would clean a dirty victim inline). A
 // failed origin read, or a dirty block the cache cannot give back, fails
 // the read on the reactor (counted, as on the workers); a clean block not
-// proven goes to the workers whole, whose synchronous path repairs it.
+// proven is read from the origin, then dropped and promoted afresh.
 #include <algorithm>
 
 #include "cachecore/metadata/checksum.h"
@@ -71,6 +71,10 @@ bool Engine::Impl::TryReadMissAsync(uint64_t offset, uint8_t* out, uint64_t leng
   m->bypass = bypass;
   m->done = done;
   m->promoting = false;
+  m->repairing = false;
+  m->sync_records = false;
+  m->repair.clear();
+  m->repaired.clear();
   m->tally = {};
   m->promoted.clear();
   m->emptied.records.Clear();
@@ -113,31 +117,84 @@ void Engine::Impl::SubmitMissIos(AsyncMiss& m) {
 
 void Engine::Impl::MissLanded(AsyncMiss& m) {
   if (m.promoting) return PromotionLanded(m);
-  ReadProof proof = ProveReads(m.ios, &m.on_origin, m.segments, m.slots, &m.cached, m.out);
-  if (proof.kind != ReadProof::kProven) {
-    // Nothing changed, nothing counted but the errors: failed (nothing
-    // promoted; counted as read, as on the workers), or the workers read it
-    // again and repair the clean blocks.
-    ReleaseStripes(m.stripes, true);
-    Tally tally;
-    tally.hits = std::count(m.cached.begin(), m.cached.end(), 1);
-    tally.misses = m.cached.size() - tally.hits;
-    const AsyncJob again{AsyncJob::kRead, m.offset, m.length, m.out, false, m.bypass, m.done};
-    async->misses.Give(std::unique_ptr<AsyncMiss>(&m));
-    if (proof.kind == ReadProof::kFailed) {
-      CountReads(tally);
-      return Answer(again.done, std::move(proof.status));
-    }
-    return Workers().Run(again);
+  if (!m.repairing) {
+    // Counted as the workers count: cached blocks as hits, repaired or not.
+    m.tally.hits = std::count(m.cached.begin(), m.cached.end(), 1);
+    m.tally.misses = m.cached.size() - m.tally.hits;
   }
-  m.tally.hits = std::count(m.cached.begin(), m.cached.end(), 1);
-  m.tally.misses = m.cached.size() - m.tally.hits;
+  ReadProof proof = m.repairing ? RepairLanded(m)
+                                : ProveReads(m.ios, &m.on_origin, m.segments, m.slots, &m.cached, m.out);
+  if (proof.kind == ReadProof::kFailed) return FailMiss(m, std::move(proof.status));
+  if (proof.kind == ReadProof::kRepair && StartRepair(m)) return;
   slots.NoteHits(m.slots);
-  if (m.promote && m.tally.misses > 0 && PlanPromotion(m)) {
+  if (m.promote && (m.tally.misses > 0 || !m.repaired.empty()) && PlanPromotion(m)) {
     m.promoting = true;
     return SubmitMissIos(m);
   }
-  Send(FinishMiss(m));
+  if (m.repaired.empty()) return Send(FinishMiss(m));
+  // Dropped and not promoted again (a bypass, pass-through, a failed
+  // store): their records say so before the stripes go.
+  for (uint32_t slot : m.repaired) {
+    if (std::find(m.promoted.begin(), m.promoted.end(), slot) == m.promoted.end()) m.promoted.push_back(slot);
+  }
+  for (uint32_t slot : m.promoted) slots.ReleaseIfEmpty(slot, m.emptied);
+  async->committer.Commit(&m);  // the records, then FinishMiss
+}
+
+// Nothing changed (a repair drops its blocks only once the origin's copies
+// are in), nothing counted but the errors and the read.
+void Engine::Impl::FailMiss(AsyncMiss& m, Status status) {
+  ReleaseStripes(m.stripes, true);
+  CountReads(m.tally);
+  EngineCompletion* done = m.done;
+  async->misses.Give(std::unique_ptr<AsyncMiss>(&m));
+  Answer(done, std::move(status));
+}
+
+bool Engine::Impl::StartRepair(AsyncMiss& m) {
+  m.repair.clear();
+  size_t block = 0;
+  for (size_t i = 0; i < m.segments.size(); ++i) {
+    const Segment& seg = m.segments[i];
+    for (uint32_t b = seg.first_block(); b < seg.end_block(); ++b, ++block) {
+      if (!m.cached[block]) continue;
+      const uint8_t* data = m.out + block * kBlockSize;
+      const bool unread = ReadOfBlockFailed(m.ios, data);
+      if (!unread && Crc32c(data, kBlockSize) == slots.Crc(m.slots[i], b)) continue;
+      m.repair.push_back({block, m.slots[i], b, !unread});
+    }
+  }
+  if (m.repair.empty()) return false;  // ProveReads saw the same: cannot happen
+  m.ios.clear();
+  long last = -1;
+  for (const AsyncMiss::Repair& r : m.repair) {  // the origin's copies (the request is whole blocks)
+    AppendBlock(m.ios, last, IoOp::kRead, m.offset + r.block * kBlockSize, m.out + r.block * kBlockSize);
+  }
+  m.on_origin.assign(m.ios.size(), 1);
+  m.repairing = true;
+  SubmitMissIos(m);
+  return true;
+}
+
+// The origin's copies are in: the blocks dropped from the cache, to be
+// promoted afresh with the rest (their checksums now the origin's data's).
+Engine::Impl::ReadProof Engine::Impl::RepairLanded(AsyncMiss& m) {
+  m.repairing = false;
+  const AsyncIo* failed = nullptr;
+  for (const AsyncIo& io : m.ios) {
+    if (io.request.status.ok()) continue;
+    LiveStats::Bump(stats.origin_read_err);
+    if (failed == nullptr) failed = &io;
+  }
+  if (failed != nullptr) return {ReadProof::kFailed, failed->request.status};  // nothing dropped
+  for (const AsyncMiss::Repair& r : m.repair) {
+    m.sync_records = m.sync_records || slots.IsStable(r.slot, r.index);
+    slots.Invalidate(r.slot, r.index);
+    m.cached[r.block] = 0;
+    if (r.checksum) LiveStats::Bump(stats.checksum_repaired);
+    if (std::find(m.repaired.begin(), m.repaired.end(), r.slot) == m.repaired.end()) m.repaired.push_back(r.slot);
+  }
+  return {ReadProof::kProven, Status()};
 }
 
 // The missing blocks' cache writes, from the caller's buffer, into the

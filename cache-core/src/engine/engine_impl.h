@@ -162,8 +162,8 @@ struct Engine::Impl {
   // towards its error threshold): kProven; kFailed with the answer (an
   // origin read failed, or a dirty block, which only the cache holds, could
   // not be read or fails its checksum: as on the workers, not retried); or
-  // kRepair, a clean block not proven (the workers read it from the origin
-  // and write it back). `on_origin` per read, `cached` per block: nullptr
+  // kRepair, a clean block not proven (the miss path reads it from the
+  // origin and writes it back). `on_origin` per read, `cached` per block: nullptr
   // when every read and block is the cache's.
   struct ReadProof {
     enum Kind { kProven, kRepair, kFailed } kind = kProven;
@@ -283,6 +283,7 @@ struct Engine::Impl {
   bool PlanEdgeReads(AsyncEdges& edges);
   void WriteWithEdges(AsyncEdges& edges);
   ReadProof ProveEdges(const AsyncEdges& edges);
+  bool RereadEdgesFromOrigin(AsyncEdges& edges);
   void EdgesToWorkers(AsyncEdges& edges, bool by_line);
   void EdgesAnswered(AsyncEdges& edges, Status status);
   // Its steps: the reads (cached runs from the cache, missing runs from the
@@ -293,6 +294,12 @@ struct Engine::Impl {
   void PlanMissReads(AsyncMiss& miss);
   void SubmitMissIos(AsyncMiss& miss);
   void MissLanded(AsyncMiss& miss);
+  // Clean blocks not proven, read again from the origin; once they land,
+  // dropped from the cache (promoted afresh with the rest).
+  // False when there is nothing to repair.
+  bool StartRepair(AsyncMiss& miss);
+  ReadProof RepairLanded(AsyncMiss& miss);
+  void FailMiss(AsyncMiss& miss, Status status);
   bool PlanPromotion(AsyncMiss& miss);
   void PromotionLanded(AsyncMiss& miss);
   PendingAnswer FinishMiss(AsyncMiss& miss);

@@ -174,6 +174,7 @@ struct AsyncEdges final : IoCompletion, ReactorTask, EngineCompletion {
     bool from_cache;  // else from the origin
     uint32_t slot, block;  // the cached block's, to prove it
     uint64_t line;
+    bool failed_checksum = false;  // read from the origin instead (counted once the write takes it)
   };
   std::vector<Edge> edges;  // per read in `ios`
   size_t pending = 0;

@@ -22,6 +22,7 @@
 // line that cannot be placed without waiting) goes to the workers as the
 // caller sent it, with nothing done: their synchronous path reads and
 // writes the partial blocks under the same stripes.
+#include <algorithm>
 #include <cstring>
 
 #include "cachecore/metadata/checksum.h"
@@ -155,7 +156,14 @@ void Engine::Impl::WriteWithEdges(AsyncEdges& e) {
   std::memcpy(e.bounce.data() + (e.job.offset - e.begin), e.job.buffer, e.job.length);
   const AsyncJob whole{AsyncJob::kWrite, e.begin, e.end - e.begin, e.bounce.data(), e.job.fua, e.job.bypass, &e};
   size_t busy = kNoStripe;  // the stripes are held: none is busy
-  if (TryWholeBlocksOnReactor(whole, busy, &e.stripes)) return;  // the stripes are the write's now
+  // Counted once the write takes the repaired blocks (refused, the workers
+  // find and count them again); `e` may be answered before the call returns.
+  const uint64_t repaired = std::count_if(e.edges.begin(), e.edges.end(),
+                                          [](const AsyncEdges::Edge& edge) { return edge.failed_checksum; });
+  if (TryWholeBlocksOnReactor(whole, busy, &e.stripes)) {  // the stripes are the write's now
+    if (repaired > 0) LiveStats::Bump(stats.checksum_repaired, repaired);
+    return;
+  }
   EdgesToWorkers(e, /*by_line=*/e.segments.size() > 1);
 }
 
@@ -179,8 +187,8 @@ bool Engine::Impl::RereadEdgesFromOrigin(AsyncEdges& e) {
     if (!unread && Crc32c(static_cast<const uint8_t*>(r.buffer), kBlockSize) == slots.Crc(edge.slot, edge.block)) {
       continue;
     }
-    if (!unread) LiveStats::Bump(stats.checksum_repaired);
     void* buffer = r.buffer;
+    edge.failed_checksum = !unread;
     edge.from_cache = false;
     e.edges[kept] = edge;
     e.ios[kept] = AsyncIo();  // nothing of the finished read's (a device's state) carries over

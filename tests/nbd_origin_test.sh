@@ -27,8 +27,9 @@ truncate -s 32M "$W/ssd.img"
 io "$W/origin.img" -c 'write -P 0x42 0 16M'
 # In the foreground of a background job: stopped by its pid (and with us).
 nbdkit --exit-with-parent -P "$W/nbdkit.pid" -U "$W/origin.sock" file file="$W/origin.img" &
-for _ in $(seq 50); do [ -S "$W/origin.sock" ] && break; sleep 0.1; done
-[ -S "$W/origin.sock" ] || { echo "FAIL: nbdkit did not start"; exit 1; }
+# Ready once its pid file is written (the socket exists before it listens).
+for _ in $(seq 100); do [ -s "$W/nbdkit.pid" ] && break; sleep 0.1; done
+[ -s "$W/nbdkit.pid" ] || { echo "FAIL: nbdkit did not start"; exit 1; }
 uri="nbd+unix:///?socket=$W/origin.sock"
 
 echo "== bad URIs"

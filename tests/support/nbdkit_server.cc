@@ -12,12 +12,15 @@
 namespace cachecore::testing {
 
 NbdkitServer::NbdkitServer(const std::string& dir, const std::vector<std::string>& args)
-    : socket_(dir + "/nbdkit.sock") {
+    : socket_(dir + "/nbdkit.sock"), pid_file_(dir + "/nbdkit.pid") {
   Start(args);
 }
 
 void NbdkitServer::Start(const std::vector<std::string>& args) {
-  std::vector<std::string> argv = {"nbdkit", "--foreground", "--exit-with-parent", "-U", socket_};
+  // nbdkit creates the socket before it listens (a connection at once can
+  // be refused) and writes its pid file once it accepts connections.
+  std::vector<std::string> argv = {"nbdkit", "--foreground", "--exit-with-parent", "-U", socket_,
+                                   "-P", pid_file_};
   argv.insert(argv.end(), args.begin(), args.end());
   pid_ = fork();
   if (pid_ == 0) {
@@ -28,9 +31,8 @@ void NbdkitServer::Start(const std::vector<std::string>& args) {
     _exit(127);
   }
   ASSERT_GT(pid_, 0) << "fork failed";
-  bool up = false;
   struct stat st {};
-  for (int i = 0; i < 500 && stat(socket_.c_str(), &st) != 0; ++i) {
+  for (int i = 0; i < 1000 && stat(pid_file_.c_str(), &st) != 0; ++i) {
     int status = 0;
     if (waitpid(pid_, &status, WNOHANG) == pid_) {
       pid_ = -1;
@@ -38,8 +40,7 @@ void NbdkitServer::Start(const std::vector<std::string>& args) {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  up = stat(socket_.c_str(), &st) == 0;
-  ASSERT_TRUE(up) << "nbdkit did not create " << socket_;
+  ASSERT_EQ(stat(pid_file_.c_str(), &st), 0) << "nbdkit did not become ready in 10 s (" << socket_ << ")";
 }
 
 NbdkitServer::~NbdkitServer() {

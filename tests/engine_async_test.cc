@@ -683,6 +683,18 @@ TEST_F(EngineAsyncTest, AFuaWriteOnTheReactorIsDurableWhenAnswered) {
 
 // A cache write that fails on the reactor: the data goes to the origin,
 // durably, on a worker, and the write succeeds.
+// One cache write covering two lines (their slots adjacent) fails once: one
+// error towards the threshold, not one per line it covered.
+TEST_F(EngineAsyncTest, AFailedCacheWriteOverTwoLinesCountsOneError) {
+  ASSERT_TRUE(WritePattern(rig_.engine(), 0, 8 * kBlock, 1).ok());  // lines 0 and 1, slots 0 and 1
+  rig_.cache().FailNth(kFaultWrite, 1);
+  Completions done(1);
+  WriteOnReactor(rig_.engine(), 0, 1, 8, 2, false, done);
+  EXPECT_EQ(done.failed(), 0u) << done.last_error();  // to the origin instead
+  EXPECT_EQ(rig_.engine().stats().errors.cache_write, 1u);
+  EXPECT_TRUE(HasPattern(rig_.engine(), 0, 8 * kBlock, 2));
+}
+
 TEST_F(EngineAsyncTest, AFailedCacheWriteOnTheReactorGoesToTheOrigin) {
   ASSERT_TRUE(WritePattern(rig_.engine(), 0, 4 * kBlock, 1).ok());
   rig_.cache().FailNth(kFaultWrite, 1);

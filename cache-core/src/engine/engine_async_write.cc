@@ -307,7 +307,9 @@ void Engine::Impl::FinishWriteBack(AsyncWrite& w) {
     const uint8_t* seg_data = data;
     data += seg.end - seg.begin;
     if (!w.ios[w.io_of[i]].request.status.ok()) {
-      Status failed = CacheWriteFailed(seg, w.slots[i], seg_data, w.epoch);
+      // One error per failed write: a write covers a run of segments.
+      const bool first_of_write = i == 0 || w.io_of[i - 1] != w.io_of[i];
+      Status failed = CacheWriteFailed(seg, w.slots[i], seg_data, w.epoch, first_of_write);
       if (result.ok()) result = std::move(failed);
       continue;
     }

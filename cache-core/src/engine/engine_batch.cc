@@ -282,7 +282,7 @@ bool Engine::Impl::WriteBackBatch(uint64_t offset, const uint8_t* in, uint64_t l
     uint32_t slot = b.slots[b.owner[k]];
     const auto* data = static_cast<const uint8_t*>(b.ios[k].buffer);
     if (!b.ios[k].status.ok()) {
-      keep_first_error(CacheWriteFailed(seg, slot, data, epoch));
+      keep_first_error(CacheWriteFailed(seg, slot, data, epoch, /*count=*/true));  // a write per segment
       continue;
     }
     MarkSegmentDirty(seg, slot, data, epoch);

@@ -363,7 +363,10 @@ struct Engine::Impl {
   bool FlushBeforeAnnouncing(const LineBatch& batch, uint64_t epoch);
   // The cache device failed a write-back write of flush epoch `epoch`: the
   // data goes to the origin, durably, and the blocks leave the cache.
-  Status CacheWriteFailed(const Segment& seg, uint32_t slot, const uint8_t* data, uint64_t epoch);
+  // `count`: the failed write is counted here (once per write, which may
+  // have covered several segments).
+  Status CacheWriteFailed(const Segment& seg, uint32_t slot, const uint8_t* data, uint64_t epoch,
+                          bool count);
   Status DiscardSegment(const Segment& seg);
   Status WriteBackSegment(const Segment& seg, std::optional<uint32_t> slot, uint8_t* window);
   // A write-back write's blocks of `seg` landed in the slot from `data` in

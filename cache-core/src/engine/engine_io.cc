@@ -250,7 +250,7 @@ Status Engine::Impl::WriteBackSegment(const Segment& seg, std::optional<uint32_t
 
   // 1. Data to the cache device ...
   Status s = dev.cache->Write(SlotOffset(*slot, b0), window, uint64_t{b1 - b0} * kBlockSize);
-  if (!s.ok()) return CacheWriteFailed(seg, *slot, window, epoch);
+  if (!s.ok()) return CacheWriteFailed(seg, *slot, window, epoch, /*count=*/true);
   // 2. ... then its metadata (unsynced: Sync() and FUA make it durable,
   // the dirty-region map's bit with it) ...
   for (uint32_t b = b0; b < b1; ++b) {
@@ -261,9 +261,9 @@ Status Engine::Impl::WriteBackSegment(const Segment& seg, std::optional<uint32_t
 }
 
 Status Engine::Impl::CacheWriteFailed(const Segment& seg, uint32_t slot, const uint8_t* data,
-                                      uint64_t epoch) {
+                                      uint64_t epoch, bool count) {
   const uint32_t b0 = seg.first_block(), b1 = seg.end_block();
-  CountCacheError(stats.cache_write_err);
+  if (count) CountCacheError(stats.cache_write_err);
   CACHECORE_RETURN_IF_ERROR(AnnounceOverwrite(slot, b0, b1, /*origin_write=*/true, epoch));
   // Rule 3, as the cleaner keeps it: blocks written back over stable clean
   // data since the last sync get their fresh record synced before the

@@ -255,15 +255,9 @@ Engine::Impl::ReadProof Engine::Impl::ProveReads(std::span<const AsyncIo> ios,
       if (cached != nullptr && !(*cached)[block]) continue;
       const uint8_t* data = out + block * kBlockSize;
       const bool unread = any_failed && ReadOfBlockFailed(ios, data);
-      if (!unread && Crc32c(data, kBlockSize) == slots.Crc(slots_of[i], b)) continue;
-      if (!(slots.Flags(slots_of[i], b) & kDirty)) {
-        repair = true;  // the origin has it
-        continue;
-      }
-      if (!unread) LiveStats::Bump(stats.checksum_failed);
-      return {ReadProof::kFailed,
-              Status::IoError("dirty block at origin offset " + std::to_string(OriginOffset(seg.line, b)) +
-                              (unread ? " cannot be read from the cache" : " fails its checksum"))};
+      if (CachedBlockProven(slots_of[i], b, data, unread)) continue;
+      if (slots.Flags(slots_of[i], b) & kDirty) return {ReadProof::kFailed, DirtyBlockLost(seg.line, b, unread)};
+      repair = true;  // the origin has it
     }
   }
   return {repair ? ReadProof::kRepair : ReadProof::kProven, Status()};
@@ -361,10 +355,10 @@ void Engine::Impl::RunOnReactor(AsyncJob job, ParkedRequest* parked) {
     }
     if (stripes[busy].park(parked)) return;
     // Nobody holds the stripe: let go since the try, or only marked by a
-    // try that failed while hits held it. Marks cleared, tried again; a
-    // stripe taken and let go over and over goes to the workers.
-    if (tries == kTriesOnReactor) break;
-    stripes[busy].clear_marks_if_free();
+    // try that failed while hits held it. Mark cleared, tried again; a
+    // stripe someone sleeps for, or taken and let go over and over, goes
+    // to the workers (they queue behind the sleeper).
+    if (tries == kTriesOnReactor || !stripes[busy].clear_marks_if_free()) break;
     busy = kNoStripe;
     served = TryOnReactor(job, busy);
   }

@@ -126,17 +126,11 @@ Engine::Impl::ReadProof Engine::Impl::ProveEdges(const AsyncEdges& e) {
     const IoRequest& r = e.ios[i].request;
     if (!edge.from_cache) continue;
     const bool unread = !r.status.ok();
-    if (!unread && Crc32c(static_cast<const uint8_t*>(r.buffer), kBlockSize) == slots.Crc(edge.slot, edge.block)) {
-      continue;
+    if (CachedBlockProven(edge.slot, edge.block, static_cast<const uint8_t*>(r.buffer), unread)) continue;
+    if (slots.Flags(edge.slot, edge.block) & kDirty) {
+      return {ReadProof::kFailed, DirtyBlockLost(edge.line, edge.block, unread)};
     }
-    if (!(slots.Flags(edge.slot, edge.block) & kDirty)) {
-      repair = true;
-      continue;
-    }
-    if (!unread) LiveStats::Bump(stats.checksum_failed);
-    return {ReadProof::kFailed,
-            Status::IoError("dirty block at origin offset " + std::to_string(OriginOffset(edge.line, edge.block)) +
-                            (unread ? " cannot be read from the cache" : " fails its checksum"))};
+    repair = true;
   }
   return {repair ? ReadProof::kRepair : ReadProof::kProven, Status()};
 }
@@ -184,9 +178,7 @@ bool Engine::Impl::RereadEdgesFromOrigin(AsyncEdges& e) {
     IoRequest& r = e.ios[i].request;
     if (!edge.from_cache) continue;
     const bool unread = !r.status.ok();
-    if (!unread && Crc32c(static_cast<const uint8_t*>(r.buffer), kBlockSize) == slots.Crc(edge.slot, edge.block)) {
-      continue;
-    }
+    if (CachedBlockProven(edge.slot, edge.block, static_cast<const uint8_t*>(r.buffer), unread)) continue;
     void* buffer = r.buffer;
     edge.failed_checksum = !unread;
     edge.from_cache = false;

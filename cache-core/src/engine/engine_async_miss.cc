@@ -160,7 +160,7 @@ bool Engine::Impl::StartRepair(AsyncMiss& m) {
       if (!m.cached[block]) continue;
       const uint8_t* data = m.out + block * kBlockSize;
       const bool unread = ReadOfBlockFailed(m.ios, data);
-      if (!unread && Crc32c(data, kBlockSize) == slots.Crc(m.slots[i], b)) continue;
+      if (CachedBlockProven(m.slots[i], b, data, unread)) continue;
       m.repair.push_back({block, m.slots[i], b, !unread});
     }
   }

@@ -158,6 +158,13 @@ struct Engine::Impl {
   bool AllBlocksCached(AsyncHit& hit);
   void PlanHitReads(AsyncHit& hit);
   void FinishReadHit(AsyncHit& hit);
+  // Whether a cached block read into `data` is what its slot vouches for
+  // (`unread`: its read failed).
+  bool CachedBlockProven(uint32_t slot, uint32_t block, const uint8_t* data, bool unread) const;
+  // A dirty block (only the cache holds it) that could not be read
+  // (`unread`) or fails its checksum (counted): the read fails with this
+  // rather than return something wrong.
+  Status DirtyBlockLost(uint64_t line, uint32_t block, bool unread);
   // What a reactor read's I/O proved, every failed read counted (the cache's
   // towards its error threshold): kProven; kFailed with the answer (an
   // origin read failed, or a dirty block, which only the cache holds, could

@@ -42,6 +42,16 @@ uint32_t BlockCrc(const uint8_t* window, uint32_t index) {
 
 }  // namespace
 
+bool Engine::Impl::CachedBlockProven(uint32_t slot, uint32_t block, const uint8_t* data, bool unread) const {
+  return !unread && Crc32c(data, kBlockSize) == slots.Crc(slot, block);
+}
+
+Status Engine::Impl::DirtyBlockLost(uint64_t line, uint32_t block, bool unread) {
+  if (!unread) LiveStats::Bump(stats.checksum_failed);
+  return Status::IoError("dirty block at origin offset " + std::to_string(OriginOffset(line, block)) +
+                         (unread ? " cannot be read from the cache" : " fails its checksum"));
+}
+
 Status Engine::Impl::ReadCachedBlocks(uint64_t line, uint32_t slot, uint32_t b0, uint32_t b1,
                                       uint8_t* dst) {
   Status s = dev.cache->Read(SlotOffset(slot, b0), dst, uint64_t{b1 - b0} * kBlockSize);
@@ -49,15 +59,8 @@ Status Engine::Impl::ReadCachedBlocks(uint64_t line, uint32_t slot, uint32_t b0,
   bool repaired = false, stable_changed = false;
   for (uint32_t b = b0; b < b1; ++b) {
     uint8_t* block = dst + size_t{b - b0} * kBlockSize;
-    if (s.ok() && Crc32c(block, kBlockSize) == slots.Crc(slot, b)) continue;
-    if (slots.Flags(slot, b) & kDirty) {
-      // Only the cache holds this data and it cannot be proven: fail the
-      // read rather than return something wrong.
-      if (s.ok()) LiveStats::Bump(stats.checksum_failed);
-      return Status::IoError("dirty block at origin offset " +
-                             std::to_string(OriginOffset(line, b)) +
-                             (s.ok() ? " fails its checksum" : " cannot be read from the cache"));
-    }
+    if (CachedBlockProven(slot, b, block, !s.ok())) continue;
+    if (slots.Flags(slot, b) & kDirty) return DirtyBlockLost(line, b, !s.ok());
     // A clean block: the origin has the data.
     Status o = dev.origin->Read(OriginOffset(line, b), block, kBlockSize);
     if (!o.ok()) {

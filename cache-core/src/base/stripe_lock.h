@@ -48,11 +48,10 @@ class StripeLock {
   // the stripe free but marked (clear_marks_if_free).
   bool try_lock() {
     uint32_t s = state_.load(std::memory_order_relaxed);
-    if ((s & ~(kWaiting | kParked)) == 0 &&
-        state_.compare_exchange_strong(s, s | kWriter, std::memory_order_acquire)) {
+    if ((s & ~kMarks) == 0 && state_.compare_exchange_strong(s, s | kWriter, std::memory_order_acquire)) {
       return true;
     }
-    if ((s & kReaders) != 0 && !(s & kWriter)) state_.fetch_or(kWaiting, std::memory_order_relaxed);
+    if ((s & kReaders) != 0 && !(s & kWriter)) state_.fetch_or(kWanted, std::memory_order_relaxed);
     return false;
   }
   // Exclusive only when nobody holds the stripe or waits for it (asleep or
@@ -66,7 +65,7 @@ class StripeLock {
   void lock() {
     uint32_t s = state_.load(std::memory_order_relaxed);
     while (true) {
-      if ((s & ~(kWaiting | kParked)) == 0) {
+      if ((s & ~kMarks) == 0) {
         // Keeps the marks: others may sleep or be parked still, the unlock wakes them.
         if (state_.compare_exchange_weak(s, s | kWriter, std::memory_order_acquire)) return;
       } else if (!(s & kWaiting)) {
@@ -89,7 +88,7 @@ class StripeLock {
   // or parked).
   bool try_lock_shared() {
     uint32_t s = state_.load(std::memory_order_relaxed);
-    while ((s & (kWriter | kWaiting | kParked)) == 0) {
+    while ((s & (kWriter | kMarks)) == 0) {
       if (state_.compare_exchange_weak(s, s + 1, std::memory_order_acquire)) return true;
     }
     return false;
@@ -109,29 +108,29 @@ class StripeLock {
   // parked, when nobody holds it by now: try again, or wait in lock().
   bool park(StripeWaiter* waiter);
 
-  // When nobody holds the stripe, clears the marks a failed try or a
-  // sleeper left (a sleeper is woken and tries again) and returns true: a
-  // reactor's request that can neither get in nor park behind a holder
-  // then tries again at once. A failed try's mark outlives the shared
-  // holders it was set against until an exclusive unlock, and without
-  // this every request on the stripe would go to a thread that can wait.
-  // False while someone holds it (park then).
+  // When nobody holds the stripe and nobody sleeps for it, clears the mark
+  // a failed try left and returns true: a reactor's request that can
+  // neither get in nor park behind a holder then tries again at once. That
+  // mark outlives the shared holders it was set against until an exclusive
+  // unlock, and without this every request on the stripe would go to a
+  // thread that can wait. False while someone holds the stripe or sleeps in
+  // lock() for it (clearing a sleeper's mark would let requests overtake it
+  // without end).
   bool clear_marks_if_free() {
     uint32_t s = state_.load(std::memory_order_relaxed);
-    while ((s & (kWriter | kReaders)) == 0) {
+    while ((s & (kWriter | kReaders | kWaiting | kParked)) == 0) {
       if (s == 0) return true;
-      if (state_.compare_exchange_weak(s, 0, std::memory_order_relaxed)) {
-        if (s & kWaiting) state_.notify_all();
-        if (s & kParked) UnparkAll();
-        return true;
-      }
+      if (state_.compare_exchange_weak(s, 0, std::memory_order_relaxed)) return true;
     }
     return false;
   }
 
  private:
+  // kWaiting: a thread sleeps in lock(); kParked: requests are parked;
+  // kWanted: a try failed against shared holders (keeps new ones away).
   static constexpr uint32_t kWriter = 1u << 31, kWaiting = 1u << 30, kParked = 1u << 29,
-                            kReaders = kParked - 1;
+                            kWanted = 1u << 28, kReaders = kWanted - 1,
+                            kMarks = kWaiting | kParked | kWanted;
   // Calls back every waiter parked on this stripe.
   void UnparkAll();
   std::atomic<uint32_t> state_{0};

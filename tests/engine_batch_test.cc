@@ -103,6 +103,9 @@ TEST_F(EngineBatchTest, AWriteBackWriteOverLinesIsDirtyAndSurvivesARestart) {
 // durably, and leaves the cache; the others are dirty; nothing is lost.
 TEST_F(EngineBatchTest, ACacheWriteErrorMidBatchSendsThatLineToTheOrigin) {
   Create(CacheMode::kWriteBack);
+  // Odd lines cached first: no two neighbouring lines of the batch then sit
+  // in neighbouring slots, and each line is a cache write of its own.
+  for (uint64_t line = 1; line < 8; line += 2) ASSERT_TRUE(WritePattern(rig_.engine(), line * 4 * K, 4 * K, 4).ok());
   rig_.cache().FailNth(kFaultWrite, 3);
   ASSERT_TRUE(WritePattern(rig_.engine(), 0, 32 * K, 5).ok());
   StatsSnapshot st = rig_.engine().stats();

@@ -120,14 +120,38 @@ TEST_P(RaceTest, CleanerSyncsAnEvictionOfTheLinesItWrites) {
 // sync of its line's eviction and reached the origin before it.
 TEST_P(RaceTest, EvictionStaysListedUntilItsSyncCompletes) {
   EvictLineZero(CacheMode::kWriteThrough, /*recache=*/false);  // as the tests above prove, line 0 is the victim
+  // The write runs on a thread of its own: the sync may run on the thread
+  // that syncs for every request (the record committer), which the write
+  // may wait for. Either it writes the origin or it waits for a sync;
+  // then the power goes, before the sync that began completes.
+  std::mutex mu;
+  std::condition_variable cv;
+  bool written_or_waiting = false;
+  auto settled = [&] {
+    std::lock_guard lock(mu);
+    written_or_waiting = true;
+    cv.notify_all();
+  };
+  std::thread writer;
+  OnStepOnce("through-0-waits-for-sync", settled);
+  OnStepOnce("through-1-origin-written", settled);
   OnStepOnce("sync-metadata-1-begun", [&] {
-    rig_.WriteStamped(0, 2);
+    writer = std::thread([&] {
+      AlignedBuffer b2(4096);
+      for (uint64_t s = 0; s < 8; ++s) StampSector(b2.data() + s * 512, 2, s);
+      (void)rig_.engine().Write(0, b2.data(), 4096, false);  // fails if it waited: the power went
+      settled();
+    });
+    std::unique_lock lock(mu);
+    cv.wait(lock, [&] { return written_or_waiting; });
     ASSERT_TRUE(rig_.origin().Flush().ok());
-    rig_.Freeze();  // before the sync that began completes
+    rig_.Freeze();
   });
   // A trim elsewhere syncs the metadata (without a cache flush, which
   // would make the reuse of line 0's old slot durable and hide the race).
   (void)rig_.engine().Discard(300 * 4096, 4096);
+  ASSERT_TRUE(writer.joinable()) << "the trim did not sync the metadata";
+  writer.join();
   Cut();
   uint64_t first = rig_.ReadStamped(0);
   EXPECT_TRUE(first == 1 || first == 2) << first;

@@ -27,6 +27,8 @@ EngineRig::EngineRig(const RigOptions& o)
       cache_mem_(NewMemoryDevice(kDataOffset + o.cache_data_size, "cache")),
       origin_(std::make_unique<FaultDevice>(origin_mem_.get(), o.volatile_caches, o.seed)),
       cache_(std::make_unique<FaultDevice>(cache_mem_.get(), o.volatile_caches, o.seed + 1)) {
+  origin_->CompleteOutOfOrder(o.out_of_order);
+  cache_->CompleteOutOfOrder(o.out_of_order);
   Status s = OpenStore();
   if (!s.ok()) ADD_FAILURE() << s.ToString();
 }

@@ -32,6 +32,9 @@ struct RigOptions {
   uint64_t cache_data_size = 1 << 20;  // bytes for lines, after the 1 MiB header
   bool volatile_caches = true;         // devices keep unflushed writes apart
   uint64_t seed = 1;
+  // Requests submitted on a reactor (the engine's calls, synchronous ones
+  // too) complete later, in a random order (FaultDevice::CompleteOutOfOrder).
+  bool out_of_order = false;
   Clock* clock = nullptr;              // the engine's time (nullptr: the system's); outlives the rig
 };
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -21,10 +22,15 @@ unsigned MaskOf(IoOp op) {
 }
 }  // namespace
 
+// The requests kept back on one reactor, run by a task posted to it: each
+// completes on the thread that submitted it, as on a real device.
 class FaultDevice::Drain final : public ReactorTask {
  public:
   explicit Drain(FaultDevice* device) : device_(device) {}
-  void Run() override { device_->RunDeferred(); }
+  void Run() override { device_->RunDeferred(*this); }
+
+  std::vector<AsyncIo*> kept;  // under deferred_mu
+  bool posted = false;         // under deferred_mu
 
  private:
   FaultDevice* device_;
@@ -46,9 +52,7 @@ struct FaultDevice::State {
   // under their own mutex: they run, calling Execute, with it released.
   std::mutex deferred_mu;
   bool reorder = false;
-  std::vector<AsyncIo*> deferred;
-  bool drain_posted = false;
-  std::unique_ptr<Drain> drain;
+  std::map<Reactor*, std::unique_ptr<Drain>> drains;  // one per reactor that submitted
   std::mt19937_64 order_rng;  // under deferred_mu
   bool volatile_cache;
   std::mt19937_64 rng;
@@ -95,7 +99,6 @@ Status FaultDevice::SubmitAndWait(std::span<IoRequest> requests) {
 void FaultDevice::CompleteOutOfOrder(bool on) {
   std::lock_guard lock(state_->deferred_mu);
   state_->reorder = on;
-  if (!state_->drain) state_->drain = std::make_unique<Drain>(this);
 }
 
 bool FaultDevice::submits_without_waiting() const {
@@ -111,10 +114,12 @@ void FaultDevice::Submit(AsyncIo& io) {
   {
     std::lock_guard lock(state_->deferred_mu);
     if (state_->reorder && reactor != nullptr) {
-      state_->deferred.push_back(&io);
-      if (!state_->drain_posted) {
-        state_->drain_posted = true;
-        reactor->Post(state_->drain.get());  // one reactor per device in these tests
+      std::unique_ptr<Drain>& drain = state_->drains[reactor];
+      if (!drain) drain = std::make_unique<Drain>(this);
+      drain->kept.push_back(&io);
+      if (!drain->posted) {
+        drain->posted = true;
+        reactor->Post(drain.get());
       }
       return;
     }
@@ -124,12 +129,12 @@ void FaultDevice::Submit(AsyncIo& io) {
 
 // Runs the kept-back requests in a shuffled order, each completed right
 // after it ran; those their completions submit wait for the next round.
-void FaultDevice::RunDeferred() {
+void FaultDevice::RunDeferred(Drain& drain) {
   std::vector<AsyncIo*> batch;
   {
     std::lock_guard lock(state_->deferred_mu);
-    batch.swap(state_->deferred);
-    state_->drain_posted = false;
+    batch.swap(drain.kept);
+    drain.posted = false;
     std::shuffle(batch.begin(), batch.end(), state_->order_rng);
   }
   for (AsyncIo* io : batch) {

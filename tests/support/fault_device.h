@@ -67,7 +67,7 @@ class FaultDevice : public BlockDevice {
   struct State;
   class Drain;
   Status Execute(IoRequest& request);
-  void RunDeferred();
+  void RunDeferred(Drain& drain);
   Status LandPending();  // writes every unsynced write to the target
   BlockDevice* target_;
   std::unique_ptr<State> state_;

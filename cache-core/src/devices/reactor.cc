@@ -35,6 +35,7 @@ struct Reactor::State {
   uint64_t wake_buffer = 0;  // what the eventfd read fills
   WakeOp waker;
   bool rearm_waker = false;  // the waker's completion was set aside (Stash)
+  bool waker_armed = false;  // its read is on the ring (it stays there between runs)
   // Completions taken off a full completion queue while submitting (Stash),
   // run by Run() before the next ones.
   std::vector<std::pair<ReactorOp*, int>> stashed;
@@ -99,7 +100,10 @@ void Reactor::Stash() {
   io_uring_cqe* cqe;
   while (io_uring_peek_cqe(&state_->ring, &cqe) == 0) {
     auto* op = static_cast<ReactorOp*>(io_uring_cqe_get_data(cqe));
-    if (op == &state_->waker) state_->rearm_waker = true;
+    if (op == &state_->waker) {
+      state_->waker_armed = false;
+      state_->rearm_waker = true;
+    }
     else state_->stashed.emplace_back(op, cqe->res);
     io_uring_cqe_seen(&state_->ring, cqe);
   }
@@ -197,6 +201,10 @@ void Reactor::RunDeferred() {
 }
 
 void Reactor::Stop() {
+  if (current_reactor == this) {
+    state_->stop.store(true);  // seen before the loop next waits
+    return;
+  }
   MutexLock lock(state_->posted_mu);  // as Post: Run may return at once
   state_->stop.store(true);
   state_->Wake();
@@ -226,6 +234,8 @@ void Reactor::RunPosted() {
 }
 
 void Reactor::ArmWaker() {
+  if (state_->waker_armed) return;
+  state_->waker_armed = true;
   io_uring_sqe* sqe = NextSqe();
   io_uring_prep_read(sqe, state_->event_fd, &state_->wake_buffer, sizeof(state_->wake_buffer), 0);
   io_uring_sqe_set_data(sqe, &state_->waker);
@@ -244,10 +254,13 @@ void Reactor::RunStashed() {
   }
 }
 
-void Reactor::Run() {
+void Reactor::Run() { RunWith(nullptr); }
+
+void Reactor::RunWith(ReactorTask* first) {
   Reactor* outer = current_reactor;
   current_reactor = this;
   ArmWaker();
+  if (first != nullptr) first->Run();
   while (true) {
     RunPosted();
     RunStashed();
@@ -270,6 +283,7 @@ void Reactor::Run() {
       int result = cqe->res;
       io_uring_cqe_seen(&state_->ring, cqe);
       if (op == &state_->waker) {
+        state_->waker_armed = false;
         ArmWaker();
         continue;
       }
@@ -277,6 +291,7 @@ void Reactor::Run() {
       op->OnComplete(result);
     }
   }
+  state_->stop.store(false);  // run again, it serves until the next Stop()
   current_reactor = outer;
 }
 

@@ -375,22 +375,6 @@ void Engine::Impl::CountReads(const Tally& tally) {
                        stats.read_miss_req});
 }
 
-Status Engine::Read(uint64_t offset, void* buffer, uint64_t length) {
-  RequestInFlight counted(impl_->stats);
-  CACHECORE_RETURN_IF_ERROR(CheckRange(*impl_, offset, length));
-  const bool bypass = impl_->BypassAndHeat(offset, length);
-  return impl_->ReadRequest(offset, static_cast<uint8_t*>(buffer), length, bypass);
-}
-
-Status Engine::Write(uint64_t offset, const void* buffer, uint64_t length, bool fua) {
-  RequestInFlight counted(impl_->stats);
-  CACHECORE_RETURN_IF_ERROR(CheckRange(*impl_, offset, length));
-  CACHECORE_RETURN_IF_ERROR(RefuseIfMetadataFailed(*impl_));
-  const bool bypass = impl_->BypassAndHeat(offset, length);
-  impl_->ThrottleWrite(bypass);
-  return impl_->WriteRequest(offset, static_cast<const uint8_t*>(buffer), length, fua, bypass);
-}
-
 Status Engine::Impl::DiscardRequest(uint64_t offset, uint64_t length) {
   CACHECORE_RETURN_IF_ERROR(CheckRange(*this, offset, length));
   CACHECORE_RETURN_IF_ERROR(RefuseIfMetadataFailed(*this));
@@ -411,11 +395,6 @@ Status Engine::Impl::SyncRequest() {
   if (shut_down.load()) return Status::Busy("the cache is shut down");
   CACHECORE_RETURN_IF_ERROR(RefuseIfMetadataFailed(*this));
   return GroupSync();
-}
-
-Status Engine::Discard(uint64_t offset, uint64_t length) {
-  RequestInFlight counted(impl_->stats);
-  return impl_->DiscardRequest(offset, length);
 }
 
 Status Engine::Sync() {

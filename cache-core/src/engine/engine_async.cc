@@ -477,6 +477,88 @@ void Engine::DiscardAsync(uint64_t offset, uint64_t length, EngineCompletion* do
   impl_->Workers().Run(job);
 }
 
+// ---- the synchronous calls: the asynchronous ones on the caller's thread
+
+namespace {
+
+// The calling thread's reactors, one per depth of synchronous calls made
+// from inside one (a step observer's): each call runs its own until its
+// request is answered, so that an inner call never ends an outer's loop.
+Result<Reactor*> ThreadsReactor(size_t depth) {
+  thread_local std::vector<std::unique_ptr<Reactor>> own;
+  while (own.size() <= depth) {
+    Result<std::unique_ptr<Reactor>> made = Reactor::Create(64);
+    if (!made.ok()) return made.status();
+    own.push_back(std::move(made.value()));
+  }
+  return own[depth].get();
+}
+
+thread_local size_t sync_depth = 0;
+
+// One synchronous request: submitted on the thread's reactor, which runs
+// (its I/O, the engine's completions posted back to it) until the answer.
+struct SyncCall final : EngineCompletion, ReactorTask {
+  Engine* engine = nullptr;
+  Reactor* reactor = nullptr;
+  AsyncJob::Kind kind = AsyncJob::kRead;
+  uint64_t offset = 0, length = 0;
+  void* buffer = nullptr;
+  bool fua = false;
+  Status status;
+  void Run() override {
+    if (kind == AsyncJob::kRead) engine->ReadAsync(offset, buffer, length, this);
+    else if (kind == AsyncJob::kWrite) engine->WriteAsync(offset, buffer, length, fua, this);
+    else engine->DiscardAsync(offset, length, this);
+  }
+  // On any thread; the status is read once the reactor has stopped.
+  void Done(Status s) override {
+    status = std::move(s);
+    reactor->Stop();
+  }
+};
+
+Status RunSync(SyncCall& call) {
+  Result<Reactor*> reactor = ThreadsReactor(sync_depth);
+  if (!reactor.ok()) return reactor.status();
+  call.reactor = reactor.value();
+  ++sync_depth;
+  call.reactor->RunWith(&call);
+  --sync_depth;
+  return std::move(call.status);
+}
+
+}  // namespace
+
+Status Engine::Read(uint64_t offset, void* buffer, uint64_t length) {
+  SyncCall call;
+  call.engine = this;
+  call.offset = offset;
+  call.length = length;
+  call.buffer = buffer;
+  return RunSync(call);
+}
+
+Status Engine::Write(uint64_t offset, const void* buffer, uint64_t length, bool fua) {
+  SyncCall call;
+  call.engine = this;
+  call.kind = AsyncJob::kWrite;
+  call.offset = offset;
+  call.length = length;
+  call.buffer = const_cast<void*>(buffer);  // only read from (WriteAsync's own cast)
+  call.fua = fua;
+  return RunSync(call);
+}
+
+Status Engine::Discard(uint64_t offset, uint64_t length) {
+  SyncCall call;
+  call.engine = this;
+  call.kind = AsyncJob::kDiscard;
+  call.offset = offset;
+  call.length = length;
+  return RunSync(call);
+}
+
 void Engine::SyncAsync(EngineCompletion* done) {
   if (impl_->shut_down.load()) return done->Done(Status::Busy("the cache is shut down"));
   if (Status s = RefuseIfMetadataFailed(*impl_); !s.ok()) return done->Done(s);

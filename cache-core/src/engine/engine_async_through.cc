@@ -155,6 +155,7 @@ void Engine::Impl::AnnounceThrough(AsyncThrough& t) {
   t.announced_records.resize(t.announced.size());
   for (size_t k = 0; k < t.announced.size(); ++k) t.announced_records[k] = slots.BuildRecord(t.announced[k]);
   t.phase = AsyncThrough::kAnnouncing;
+  ReachedStep("through-0-waits-for-sync");  // a test point: the origin write waits
   async->committer.Commit(&t);  // then ThroughCommitted posts it back here
 }
 

@@ -102,7 +102,15 @@ class Reactor {
   // Serves completions and posted tasks until Stop() was called and no
   // operation is in flight (their buffers are then free to go).
   void Run();
-  // Any thread.
+  // As Run(), `first->Run()` on this thread before anything else; the
+  // reactor may be run again afterwards (Stop() is forgotten once it
+  // returns). For a caller that waits on its own thread for requests it
+  // submits (the engine's synchronous calls): their completion calls
+  // Stop(). May be called while another reactor runs on this thread (that
+  // one waits meanwhile).
+  void RunWith(ReactorTask* first);
+  // Any thread. On the reactor's own thread it only marks the loop to
+  // end: nothing needs waking.
   void Stop();
   // Operations submitted and not yet completed (this reactor's thread).
   uint64_t in_flight() const { return in_flight_; }

@@ -219,8 +219,7 @@ TEST_F(EngineAsyncEdgesTest, APartialBlockThatFailsItsChecksumIsReadFromTheOrigi
 // cache holds its other sectors) fails once on the reactor, counted, and
 // nothing changes (the workers used to read it again: a transient fault
 // went unseen). Over a block on the origin whose read fails, the failed
-// read is counted and the workers write the sector as the mode says (here
-// a line not cached: the sent bytes, through, reading nothing).
+// read is counted and the sent bytes go to the origin, on the reactor.
 TEST_F(EngineAsyncEdgesTest, APartialWriteWhoseBlockCannotBeReadFailsOnceAndIsCounted) {
   Create(CacheMode::kWriteBack);
   ASSERT_TRUE(WritePattern(rig_.engine(), 0, kLine, 1).ok());  // cached, dirty
@@ -240,12 +239,101 @@ TEST_F(EngineAsyncEdgesTest, APartialWriteWhoseBlockCannotBeReadFailsOnceAndIsCo
   Completions uncached(1);
   WriteAllOnReactor(over_origin, /*fua=*/false, uncached);
   EXPECT_EQ(uncached.failed(), 0u) << uncached.last_error();
-  EXPECT_EQ(uncached.on_workers(), 1u);
+  EXPECT_EQ(uncached.on_workers(), 0u);
   EXPECT_EQ(rig_.engine().stats().errors.origin_read, 1u);
   EXPECT_TRUE(HasPattern(rig_.engine(), 0, kLine, 1));  // nothing changed
   EXPECT_TRUE(HasPattern(rig_.engine(), 8 * kLine, kSector, 1));
   EXPECT_TRUE(HasPattern(rig_.engine(), 8 * kLine + kSector, kSector, 2));
   EXPECT_TRUE(HasPattern(rig_.engine(), 8 * kLine + 2 * kSector, kLine - 2 * kSector, 1));
+}
+
+// A partial block whose origin read fails, in a write-through line whose
+// other blocks are cached: the sent bytes go to the origin, the cached
+// block the write covers whole takes them too, and the block not known is
+// not cached; all on the reactor.
+TEST_F(EngineAsyncEdgesTest, AWriteThroughWhosePartialBlockCannotBeReadWritesTheSentBytes) {
+  Create(CacheMode::kWriteThrough);
+  Expect(6 * kLine, {});
+  ASSERT_TRUE(rig_.raw_origin().Write(0, want_.data(), want_.size()).ok());
+  ASSERT_TRUE(WritePattern(rig_.engine(), 4 * kLine, 3 * kBlock, 1).ok());  // blocks 0-2 of line 4 cached
+  const std::vector<Range> writes = {{4 * kLine + 2 * kBlock, kBlock + kSector}};  // block 2, block 3's first sector
+  Expect(6 * kLine, writes);
+  rig_.origin().FailNth(kFaultRead, 1);
+  Completions done(1);
+  WriteAllOnReactor(writes, /*fua=*/false, done);
+  EXPECT_EQ(done.failed(), 0u) << done.last_error();
+  EXPECT_EQ(done.on_workers(), 0u);
+  EXPECT_EQ(rig_.engine().stats().errors.origin_read, 1u);
+  ASSERT_TRUE(rig_.origin().Flush().ok());
+  EXPECT_TRUE(rig_.OriginHasPattern(4 * kLine + 2 * kBlock, kBlock, 2));
+  EXPECT_TRUE(rig_.OriginHasPattern(4 * kLine + 3 * kBlock, kSector, 2));
+  EXPECT_TRUE(rig_.OriginHasPattern(4 * kLine + 3 * kBlock + kSector, kBlock - kSector, 1));
+  const uint64_t hits = rig_.engine().stats().read_hits, misses = rig_.engine().stats().read_misses;
+  EXPECT_TRUE(HasPattern(rig_.engine(), 4 * kLine + 2 * kBlock, kBlock, 2));
+  EXPECT_EQ(rig_.engine().stats().read_hits, hits + 1) << "the cached block did not take the write";
+  EXPECT_TRUE(VolumeAsExpected());
+  EXPECT_GE(rig_.engine().stats().read_misses, misses + 1) << "the block not known stayed cached";
+  EXPECT_TRUE(rig_.engine().CheckRecordsAgreeForTest().ok());
+}
+
+// Both partial blocks unknown: one on the origin whose read fails, one
+// cached whose cache read fails. Neither is cached afterwards (the cached
+// one held what a failed read left in the buffer).
+TEST_F(EngineAsyncEdgesTest, AWriteThroughWithBothPartialBlocksUnreadCachesNeither) {
+  Create(CacheMode::kWriteThrough);
+  Expect(6 * kLine, {});
+  ASSERT_TRUE(rig_.raw_origin().Write(0, want_.data(), want_.size()).ok());
+  ASSERT_TRUE(WritePattern(rig_.engine(), 4 * kLine + 2 * kBlock, 2 * kBlock, 1).ok());  // blocks 2-3 cached
+  const std::vector<Range> writes = {{4 * kLine + kSector, 3 * kBlock}};  // block 0 from sector 1 to block 3's first
+  Expect(6 * kLine, writes);
+  rig_.origin().FailNth(kFaultRead, 1);
+  rig_.cache().FailNth(kFaultRead, 1);
+  Completions done(1);
+  WriteAllOnReactor(writes, /*fua=*/false, done);
+  EXPECT_EQ(done.failed(), 0u) << done.last_error();
+  EXPECT_EQ(done.on_workers(), 0u);
+  EXPECT_TRUE(VolumeAsExpected());
+  ASSERT_TRUE(rig_.origin().Flush().ok());
+  EXPECT_TRUE(rig_.OriginHasPattern(4 * kLine + kSector, 3 * kBlock, 2));
+  EXPECT_TRUE(rig_.engine().CheckRecordsAgreeForTest().ok());
+}
+
+// Over two lines, one holding dirty data and one whose partial block's
+// origin read fails: each line goes its own way (its partial block read
+// again), and the write lands.
+TEST_F(EngineAsyncEdgesTest, AnUnreadPartialBlockBesideADirtyLineDoesNotFailTheWrite) {
+  Create(CacheMode::kWriteBack);
+  Expect(6 * kLine, {});
+  ASSERT_TRUE(rig_.raw_origin().Write(0, want_.data(), want_.size()).ok());
+  ASSERT_TRUE(WritePattern(rig_.engine(), 5 * kLine, kBlock, 1).ok());  // line 5 dirty
+  const std::vector<Range> writes = {{4 * kLine + kSector, kLine}};  // line 4 from sector 1, into line 5's block 0
+  Expect(6 * kLine, writes);
+  rig_.origin().FailNth(kFaultRead, 1);
+  Completions done(1);
+  WriteAllOnReactor(writes, /*fua=*/false, done);
+  EXPECT_EQ(done.failed(), 0u) << done.last_error();
+  EXPECT_EQ(done.on_workers(), 0u);
+  EXPECT_TRUE(VolumeAsExpected());
+  EXPECT_TRUE(rig_.engine().CheckRecordsAgreeForTest().ok());
+}
+
+// The same in write-back over a dirty block, which must go to the cache
+// with the partial one: the write fails on the reactor, nothing changes.
+TEST_F(EngineAsyncEdgesTest, AWriteBackOverDirtyDataWhosePartialBlockCannotBeReadFails) {
+  Create(CacheMode::kWriteBack);
+  Expect(6 * kLine, {});
+  ASSERT_TRUE(rig_.raw_origin().Write(0, want_.data(), want_.size()).ok());
+  ASSERT_TRUE(WritePattern(rig_.engine(), 4 * kLine, kBlock, 1).ok());  // block 0 of line 4 dirty
+  rig_.origin().FailNth(kFaultRead, 1);
+  Completions done(1);
+  WriteAllOnReactor({{4 * kLine, kBlock + kSector}}, /*fua=*/false, done);  // block 0, block 1's first sector
+  EXPECT_EQ(done.failed(), 1u);
+  EXPECT_EQ(done.on_workers(), 0u);
+  EXPECT_EQ(rig_.engine().stats().errors.origin_read, 1u);
+  EXPECT_EQ(rig_.engine().stats().dirty_lines, 1u);
+  EXPECT_EQ(rig_.engine().stats().occupancy_lines, 1u);
+  EXPECT_TRUE(VolumeAsExpected());
+  EXPECT_TRUE(rig_.engine().CheckRecordsAgreeForTest().ok());
 }
 
 // A request of partial blocks across a mebibyte of the volume is cut there,

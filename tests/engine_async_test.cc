@@ -572,6 +572,26 @@ TEST_F(EngineAsyncTest, AWriteThatAnnouncesPlacesItsNewLinesOnTheReactor) {
   }
 }
 
+// Devices whose requests wait (libaio's): a synchronous caller's requests
+// are served on its own thread, never handed to the workers (a thread
+// more per request, for nothing).
+TEST(EngineSyncCallsTest, OverDevicesThatWaitRunOnTheCallersThread) {
+  EngineRig rig;
+  rig.origin().SubmitsWaiting(true);
+  EngineConfig config;
+  config.line_size = 4096;
+  config.mode = CacheMode::kWriteBack;
+  config.background_cleaner = false;
+  ASSERT_TRUE(rig.Create(config).ok());
+  ASSERT_TRUE(WritePattern(rig.engine(), 0, 16 * kBlock, 3).ok());
+  ASSERT_TRUE(WritePattern(rig.engine(), 40 * kBlock + 512, kBlock, 3).ok());
+  EXPECT_TRUE(HasPattern(rig.engine(), 0, 16 * kBlock, 3));
+  EXPECT_TRUE(HasPattern(rig.engine(), 40 * kBlock + 512, kBlock, 3));
+  ASSERT_TRUE(rig.engine().Discard(0, kBlock).ok());
+  EXPECT_EQ(rig.engine().stats().requests_on_workers, 0u);
+  EXPECT_EQ(rig.engine().stats().requests_in_flight, 0u);
+}
+
 // In a cache full of dirty lines, on the reactor: read misses are served
 // from the origin and not promoted, writes to lines not cached go around
 // the cache to the origin (a line or several), and nothing is written to

@@ -102,6 +102,7 @@ void FaultDevice::CompleteOutOfOrder(bool on) {
 }
 
 bool FaultDevice::submits_without_waiting() const {
+  if (submits_waiting_) return false;
   {
     std::lock_guard lock(state_->deferred_mu);
     if (state_->reorder) return true;

@@ -108,8 +108,7 @@ AsyncWorkers& Engine::Impl::Workers() { return Async().workers; }
 
 uint32_t Engine::Impl::WorkerCount() const {
   if (config.workers != 0) return config.workers;
-  const bool asynchronous = dev.cache->submits_without_waiting() && dev.origin->submits_without_waiting();
-  return asynchronous ? 4 : 32;
+  return ServedOnReactors() ? 4 : 32;
 }
 
 void Engine::Impl::QueueMetadataSyncIf(bool due) {
@@ -363,8 +362,19 @@ void Engine::Impl::RunOnReactor(AsyncJob job, ParkedRequest* parked) {
     served = TryOnReactor(job, busy);
   }
   if (parked != nullptr) async->parked.Give(std::unique_ptr<ParkedRequest>(parked));
-  // Not for a reactor: the workers wait where a reactor may not.
-  if (!served) Workers().Run(job);
+  if (!served) NotServedOnReactor(job);
+}
+
+// A request the reactor's paths refused. Refused because the store failed
+// (a write or trim needs it; the paths ask before they take anything): the
+// answer the workers would give, here. Otherwise the workers wait where a
+// reactor may not (a device whose requests wait, a stripe someone sleeps
+// for).
+void Engine::Impl::NotServedOnReactor(const AsyncJob& job) {
+  if (job.kind != AsyncJob::kRead && dev.metadata->failed()) {
+    return Answer(job.done, RefuseIfMetadataFailed(*this));
+  }
+  Workers().Run(job);
 }
 
 // ---- requests over kMaxOnReactor, in parts
@@ -500,6 +510,7 @@ thread_local size_t sync_depth = 0;
 // (its I/O, the engine's completions posted back to it) until the answer.
 struct SyncCall final : EngineCompletion, ReactorTask {
   Engine* engine = nullptr;
+  Engine::Impl* im = nullptr;
   Reactor* reactor = nullptr;
   AsyncJob::Kind kind = AsyncJob::kRead;
   uint64_t offset = 0, length = 0;
@@ -519,8 +530,15 @@ struct SyncCall final : EngineCompletion, ReactorTask {
 };
 
 Status RunSync(SyncCall& call) {
-  Result<Reactor*> reactor = ThreadsReactor(sync_depth);
-  if (!reactor.ok()) return reactor.status();
+  // Devices whose requests wait (libaio) would send it to the workers from
+  // the reactor; without io_uring no reactor can be made: either way the
+  // synchronous path serves it on this thread, as it would on a worker.
+  Result<Reactor*> reactor = call.im->ServedOnReactors() ? ThreadsReactor(sync_depth)
+                                                          : Status::NotSupported("devices wait");
+  if (!reactor.ok()) {
+    return call.im->ServeOnCallersThread({call.kind, call.offset, call.length, static_cast<uint8_t*>(call.buffer),
+                                          call.fua, false, nullptr});
+  }
   call.reactor = reactor.value();
   ++sync_depth;
   call.reactor->RunWith(&call);
@@ -530,9 +548,25 @@ Status RunSync(SyncCall& call) {
 
 }  // namespace
 
+bool Engine::Impl::ServedOnReactors() const {
+  return dev.cache->submits_without_waiting() && dev.origin->submits_without_waiting();
+}
+
+Status Engine::Impl::ServeOnCallersThread(const AsyncJob& job) {
+  RequestInFlight counted(stats);
+  CACHECORE_RETURN_IF_ERROR(CheckRange(*this, job.offset, job.length));
+  if (job.kind == AsyncJob::kDiscard) return DiscardRequest(job.offset, job.length);
+  if (job.kind == AsyncJob::kWrite) CACHECORE_RETURN_IF_ERROR(RefuseIfMetadataFailed(*this));
+  const bool bypass = BypassAndHeat(job.offset, job.length);
+  if (job.kind == AsyncJob::kRead) return ReadRequest(job.offset, job.buffer, job.length, bypass);
+  ThrottleWrite(bypass);
+  return WriteRequest(job.offset, job.buffer, job.length, job.fua, bypass);
+}
+
 Status Engine::Read(uint64_t offset, void* buffer, uint64_t length) {
   SyncCall call;
   call.engine = this;
+  call.im = impl_.get();
   call.offset = offset;
   call.length = length;
   call.buffer = buffer;
@@ -542,6 +576,7 @@ Status Engine::Read(uint64_t offset, void* buffer, uint64_t length) {
 Status Engine::Write(uint64_t offset, const void* buffer, uint64_t length, bool fua) {
   SyncCall call;
   call.engine = this;
+  call.im = impl_.get();
   call.kind = AsyncJob::kWrite;
   call.offset = offset;
   call.length = length;
@@ -553,6 +588,7 @@ Status Engine::Write(uint64_t offset, const void* buffer, uint64_t length, bool 
 Status Engine::Discard(uint64_t offset, uint64_t length) {
   SyncCall call;
   call.engine = this;
+  call.im = impl_.get();
   call.kind = AsyncJob::kDiscard;
   call.offset = offset;
   call.length = length;

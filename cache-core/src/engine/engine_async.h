@@ -177,6 +177,7 @@ struct AsyncEdges final : IoCompletion, ReactorTask, EngineCompletion {
     bool failed_checksum = false;  // read from the origin instead (counted once the write takes it)
   };
   std::vector<Edge> edges;  // per read in `ios`
+  std::vector<uint64_t> unread;  // blocks whose origin read failed (volume offsets)
   size_t pending = 0;
 
   void IoDone(AsyncIo&) override {
@@ -348,6 +349,11 @@ struct AsyncThrough final : IoCompletion, ReactorTask, CommitJob {
   Phase phase = kOrigin;
   uint64_t offset = 0, length = 0;
   const uint8_t* in = nullptr;
+  // What the origin takes: [offset, offset + length) from `in`, unless the
+  // blocks hold bytes not known (Engine::Impl::ExactOriginWrite).
+  uint64_t origin_offset = 0, origin_length = 0;
+  const uint8_t* origin_in = nullptr;
+  std::vector<uint64_t> unknown_blocks;  // volume offsets: dropped from the cache
   bool fua = false;
   bool keep_copies = false;  // the cached copies take the new data (else they are dropped)
   bool allocate = false;     // lines not cached are cached (write-through)

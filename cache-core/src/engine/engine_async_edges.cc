@@ -17,11 +17,13 @@
 // before, which a trim allows), copies the caller's bytes in, and hands the
 // stripes to the whole-block write.
 // A cached clean partial block that fails its checksum (or whose read failed) is
-// read from the origin instead, the line still held. What the reactor's
-// paths do not take (a partial block on the origin whose read failed, a
-// line that cannot be placed without waiting) goes to the workers as the
-// caller sent it, with nothing done: their synchronous path reads and
-// writes the partial blocks under the same stripes.
+// read from the origin instead, the line still held. A partial block whose
+// origin read failed cannot be completed: a write to the cache fails, a
+// write to the origin takes only the caller's bytes. A whole-block write
+// refused (lines that go each their own way, a line being cleaned, a failed
+// store) lets the stripes go and runs again line by line, waits for the
+// cleaning, or is answered; only an origin whose requests wait sends the
+// request to the workers, as the caller sent it.
 #include <algorithm>
 #include <cstring>
 
@@ -137,7 +139,7 @@ Engine::Impl::ReadProof Engine::Impl::ProveEdges(const AsyncEdges& e) {
 
 // On the reactor, the partial blocks read, the stripes held.
 void Engine::Impl::WriteWithEdges(AsyncEdges& e) {
-  if (shut_down.load()) return EdgesToWorkers(e, /*by_line=*/false);
+  if (shut_down.load()) return EdgesElsewhere(e, /*by_line=*/false);
   ReadProof proof = ProveEdges(e);
   if (proof.kind == ReadProof::kFailed) {
     ReleaseStripes(e.stripes, true);
@@ -145,7 +147,10 @@ void Engine::Impl::WriteWithEdges(AsyncEdges& e) {
     async->edges.Give(std::unique_ptr<AsyncEdges>(&e));
     return Answer(job.done, std::move(proof.status));
   }
-  if (proof.kind == ReadProof::kRepair && !RereadEdgesFromOrigin(e)) return EdgesToWorkers(e, /*by_line=*/false);
+  if (proof.kind == ReadProof::kRepair && !RereadEdgesFromOrigin(e)) {
+    if (e.unread.empty()) return EdgesElsewhere(e, /*by_line=*/false);  // the origin's requests would wait
+    return WriteWithUnreadEdges(e);
+  }
   if (proof.kind == ReadProof::kRepair) return;  // back here once the origin's copies are in
   std::memcpy(e.bounce.data() + (e.job.offset - e.begin), e.job.buffer, e.job.length);
   const AsyncJob whole{AsyncJob::kWrite, e.begin, e.end - e.begin, e.bounce.data(), e.job.fua, e.job.bypass, &e};
@@ -158,7 +163,72 @@ void Engine::Impl::WriteWithEdges(AsyncEdges& e) {
     if (repaired > 0) LiveStats::Bump(stats.checksum_repaired, repaired);
     return;
   }
-  EdgesToWorkers(e, /*by_line=*/e.segments.size() > 1);
+  EdgesElsewhere(e, /*by_line=*/e.segments.size() > 1);
+}
+
+// When an origin read of a partial block failed: e.unread lists it, and
+// every cached partial block not proven (clean: ProveEdges failed the
+// write over a dirty one), whose bytes are not known either.
+bool Engine::Impl::NoteUnreadEdges(AsyncEdges& e) {
+  e.unread.clear();
+  bool origin_failed = false;
+  for (size_t i = 0; i < e.ios.size(); ++i) {
+    origin_failed = origin_failed || (!e.edges[i].from_cache && !e.ios[i].request.status.ok());
+  }
+  if (!origin_failed) return false;
+  for (size_t i = 0; i < e.ios.size(); ++i) {
+    const AsyncEdges::Edge& edge = e.edges[i];
+    const IoRequest& r = e.ios[i].request;
+    const bool known = edge.from_cache ? CachedBlockProven(edge.slot, edge.block, static_cast<const uint8_t*>(r.buffer),
+                                                           !r.status.ok())
+                                       : r.status.ok();
+    if (!known) e.unread.push_back(edge.line * line_size + edge.block * kBlockSize);
+  }
+  return true;
+}
+
+// Partial blocks whose origin reads failed (counted), in e.unread: their
+// other bytes are not known. A write of one line whose blocks hold dirty
+// data (which must go to the cache, WriteSegment's rule) fails with the
+// origin's error, nothing written (over several lines, each line goes its
+// own way);
+// any other, in write-back too, writes only the caller's bytes to the
+// origin (as ThroughSegment does), the cached copies of its other blocks
+// updated and the unknown blocks dropped from the cache.
+void Engine::Impl::WriteWithUnreadEdges(AsyncEdges& e) {
+  // Over several lines each goes its own way (a dirty one fails alone).
+  if (e.segments.size() > 1 && EdgeWriteCoversDirtyData(e)) return EdgesElsewhere(e, /*by_line=*/true);
+  if (EdgeWriteCoversDirtyData(e)) {
+    Status failed = Status::IoError("origin read failed");
+    for (const AsyncIo& io : e.ios) {
+      if (!io.request.status.ok()) failed = io.request.status;
+    }
+    ReleaseStripes(e.stripes, true);
+    const AsyncJob job = e.job;
+    async->edges.Give(std::unique_ptr<AsyncEdges>(&e));
+    return Answer(job.done, std::move(failed));
+  }
+  uint8_t* exact = e.bounce.data() + (e.job.offset - e.begin);  // as aligned as the offset
+  std::memcpy(exact, e.job.buffer, e.job.length);
+  const ExactOriginWrite write{e.job.offset, e.job.length, exact, e.unread};
+  size_t busy = kNoStripe;  // the stripes are held: none is busy
+  const bool around = e.job.bypass || EffectiveMode() == CacheMode::kWriteBack;  // takes no slot
+  if (TryWriteThroughAsync(e.begin, e.bounce.data(), e.end - e.begin, e.job.fua, around, &e, busy,
+                           &e.stripes, &write)) {
+    return;  // the stripes are the write's now
+  }
+  EdgesElsewhere(e, /*by_line=*/e.segments.size() > 1);
+}
+
+bool Engine::Impl::EdgeWriteCoversDirtyData(const AsyncEdges& e) {
+  for (const Segment& seg : e.segments) {
+    const std::optional<uint32_t> slot = slots.Find(seg.line);
+    if (!slot) continue;
+    for (uint32_t b = seg.first_block(); b < seg.end_block(); ++b) {
+      if (slots.Flags(*slot, b) & kDirty) return true;
+    }
+  }
+  return false;
 }
 
 // A clean partial block the cache could not prove is read from the origin
@@ -168,10 +238,7 @@ void Engine::Impl::WriteWithEdges(AsyncEdges& e) {
 // nothing submitted, when an origin read failed (the workers decide by the
 // mode) or the origin's requests would wait on the reactor.
 bool Engine::Impl::RereadEdgesFromOrigin(AsyncEdges& e) {
-  if (!dev.origin->submits_without_waiting()) return false;
-  for (size_t i = 0; i < e.ios.size(); ++i) {
-    if (!e.edges[i].from_cache && !e.ios[i].request.status.ok()) return false;
-  }
+  if (NoteUnreadEdges(e) || !dev.origin->submits_without_waiting()) return false;
   size_t kept = 0;
   for (size_t i = 0; i < e.ios.size(); ++i) {
     AsyncEdges::Edge edge = e.edges[i];
@@ -196,18 +263,33 @@ bool Engine::Impl::RereadEdgesFromOrigin(AsyncEdges& e) {
   return true;
 }
 
-// Nothing written, nothing counted. With `by_line` (a whole-block write
-// over several lines the reactor refused: its lines may need a victim each,
-// or some go around the cache, which the reactor does one line at a time)
-// it runs again line by line on the reactor, each line a read-modify-write
-// of its own; otherwise (a partial block not proven, Shutdown) the workers
-// serve it as sent, and after Shutdown answer as the synchronous calls do.
-void Engine::Impl::EdgesToWorkers(AsyncEdges& e, bool by_line) {
+// Nothing written, nothing counted, the stripes let go. With `by_line` (a
+// whole-block write over several lines the reactor refused: its lines may
+// need a victim each, or some go around the cache, which the reactor does
+// one line at a time) it runs again line by line on the reactor, each line
+// a read-modify-write of its own. Otherwise: after Shutdown answered as
+// the synchronous calls are; a line being cleaned (whose origin write the
+// cleaner's older copy could overtake) waited for, then started over; the
+// rest as NotServedOnReactor says (a failed store; an origin whose
+// requests wait: the workers, as the caller sent it).
+void Engine::Impl::EdgesElsewhere(AsyncEdges& e, bool by_line) {
   ReleaseStripes(e.stripes, true);
   const AsyncJob job = e.job;
+  const uint64_t first = e.segments.empty() ? 0 : e.segments.front().line;
+  const uint64_t last = e.segments.empty() ? 0 : e.segments.back().line;
+  const bool maybe_cleaning = !e.segments.empty() && dev.origin->submits_without_waiting();
   async->edges.Give(std::unique_ptr<AsyncEdges>(&e));
   if (by_line) return SplitOnReactor(job, line_size);
-  Workers().Run(job);
+  if (shut_down.load()) return Answer(job.done, Status::Busy("the cache is shut down"));
+  if (maybe_cleaning && !dev.metadata->failed()) {
+    std::unique_ptr<ParkedRequest> parked = async->parked.Take();
+    parked->im = this;
+    parked->reactor = Reactor::Current();
+    parked->job = job;
+    if (slots.ParkWhileCleaning(first, last, parked.get())) return (void)parked.release();
+    async->parked.Give(std::move(parked));
+  }
+  NotServedOnReactor(job);
 }
 
 void Engine::Impl::EdgesAnswered(AsyncEdges& e, Status status) {

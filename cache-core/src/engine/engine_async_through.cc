@@ -41,7 +41,8 @@ bool KeepsCopies(CacheMode mode) {
 
 bool Engine::Impl::TryWriteThroughAsync(uint64_t offset, const uint8_t* in, uint64_t length,
                                         bool fua, bool bypass, EngineCompletion* done,
-                                        size_t& busy, const std::vector<size_t>* held) {
+                                        size_t& busy, const std::vector<size_t>* held,
+                                        const ExactOriginWrite* exact) {
   const CacheMode mode = EffectiveMode();
   if ((mode == CacheMode::kWriteBack && !bypass) || dev.metadata->failed() ||
       offset % kBlockSize || length % kBlockSize ||
@@ -106,6 +107,11 @@ bool Engine::Impl::TryWriteThroughAsync(uint64_t offset, const uint8_t* in, uint
   t->offset = offset;
   t->length = length;
   t->in = in;
+  t->origin_offset = exact != nullptr ? exact->offset : offset;
+  t->origin_length = exact != nullptr ? exact->length : length;
+  t->origin_in = exact != nullptr ? exact->in : in;
+  t->unknown_blocks.clear();
+  if (exact != nullptr) t->unknown_blocks.assign(exact->unknown_blocks.begin(), exact->unknown_blocks.end());
   t->fua = fua;
   t->keep_copies = KeepsCopies(mode);
   t->allocate = mode == CacheMode::kWriteThrough && !bypass;
@@ -164,7 +170,7 @@ void Engine::Impl::WriteThroughOrigin(AsyncThrough& t) {
   t.phase = AsyncThrough::kOrigin;
   t.ios.resize(1);
   // A write's data is only read from: the cast fits the request's one buffer field.
-  t.ios[0].request = {IoOp::kWrite, t.offset, t.length, const_cast<uint8_t*>(t.in), Status()};
+  t.ios[0].request = {IoOp::kWrite, t.origin_offset, t.origin_length, const_cast<uint8_t*>(t.origin_in), Status()};
   t.ios[0].done = &t;
   t.pending = 1;
   dev.origin->Submit(t.ios[0]);
@@ -182,8 +188,10 @@ void Engine::Impl::ThroughLanded(AsyncThrough& t) {
 // bypassing) every block of the range is cached, in a line's slot or a
 // new one (the request's blocks are whole: nothing to fill). After an
 // origin error, or in a mode that keeps no copy of written data, the cached
-// blocks are dropped: the cached copy may be older than the origin. One
-// cache write per run of blocks, as UpdateCachedBlocks does.
+// blocks are dropped: the cached copy may be older than the origin; so are
+// blocks whose bytes are not all known, and a line holding one is not
+// cached (as ThroughSegment takes no slot for partial blocks). One cache
+// write per run of blocks, as UpdateCachedBlocks does.
 void Engine::Impl::WriteThroughCopies(AsyncThrough& t) {
   t.phase = AsyncThrough::kCopies;
   const bool keep = t.keep_copies && t.result.ok();
@@ -194,8 +202,14 @@ void Engine::Impl::WriteThroughCopies(AsyncThrough& t) {
     const Segment& seg = t.segments[i];
     const uint8_t* seg_data = src;
     src += seg.end - seg.begin;
+    const auto known = [&](uint32_t b) {
+      const uint64_t at = seg.line * line_size + uint64_t{b} * kBlockSize;
+      return std::find(t.unknown_blocks.begin(), t.unknown_blocks.end(), at) == t.unknown_blocks.end();
+    };
     if (t.slots[i] == kNoSlot) {
-      if (!keep || !t.allocate || dev.metadata->failed() || !admission.AdmitOnMiss(seg.line)) continue;
+      const bool whole_known = t.unknown_blocks.empty() ||
+          (known(seg.first_block()) && known(seg.end_block() - 1));  // the unknown are at the edges
+      if (!keep || !t.allocate || !whole_known || dev.metadata->failed() || !admission.AdmitOnMiss(seg.line)) continue;
       std::optional<uint32_t> slot = TakeSlotOnReactor(seg.line, t.stripes, t.segments, t.evictions);
       if (!slot) {
         LiveStats::Bump(stats.bypassed_no_space);  // no free slot nor clean victim at hand: not cached
@@ -205,11 +219,11 @@ void Engine::Impl::WriteThroughCopies(AsyncThrough& t) {
     }
     const uint32_t slot = t.slots[i];
     for (uint32_t b = seg.first_block(); b < seg.end_block();) {
-      if (!keep) {
+      if (!keep || !known(b)) {
         slots.Invalidate(slot, b++);
         continue;
       }
-      const auto wanted = [&](uint32_t x) { return t.allocate || (slots.Flags(slot, x) & kValid); };
+      const auto wanted = [&](uint32_t x) { return known(x) && (t.allocate || (slots.Flags(slot, x) & kValid)); };
       if (!wanted(b)) { ++b; continue; }
       uint32_t e = b + 1;
       while (e < seg.end_block() && wanted(e)) ++e;

@@ -246,9 +246,10 @@ void Engine::Impl::SubmitWriteBack(AsyncWrite& w) {
 
 // Announced, but its lines cannot all be placed now: nothing written,
 // nothing counted (the marks stay: a block marked overwritten that is not
-// rewritten still holds its own data). The request runs again, line by line
-// on the reactor (each line placed or written around the cache), or on the
-// workers.
+// rewritten still holds its own data). The request runs again on its
+// reactor, line by line (each line placed or written around the cache), or
+// whole (the cache shut down, its store failed or its mode changed while
+// the write announced: answered so, or written as the mode now says).
 void Engine::Impl::WriteBackAgain(AsyncWrite& w, bool by_line) {
   slots.LeaveWrite(w.epoch);
   ReleaseStripes(w.stripes, true);
@@ -256,7 +257,7 @@ void Engine::Impl::WriteBackAgain(AsyncWrite& w, bool by_line) {
   const AsyncJob job{AsyncJob::kWrite, w.offset, w.length, const_cast<uint8_t*>(w.in), w.fua, false, w.done};
   async->writes.Give(std::unique_ptr<AsyncWrite>(&w));
   if (by_line) return SplitOnReactor(job, line_size);
-  Workers().Run(job);
+  RunOnReactor(job, nullptr);
 }
 
 bool Engine::Impl::RoomFor(size_t lines) {

@@ -235,9 +235,18 @@ struct Engine::Impl {
   // the calling reactor (engine_async_through.cc) when the origin's
   // requests do not wait there and no line holds dirty data or is being
   // cleaned. False, with nothing done or counted, when it does not apply.
+  // `exact`: the whole blocks hold bytes not known (a partial block whose
+  // origin read failed): the origin takes only the caller's bytes, and the
+  // unknown blocks are dropped from the cache, never written there.
+  struct ExactOriginWrite {
+    uint64_t offset, length;
+    const uint8_t* in;                       // aligned for direct I/O
+    std::span<const uint64_t> unknown_blocks;  // volume offsets
+  };
   bool TryWriteThroughAsync(uint64_t offset, const uint8_t* in, uint64_t length, bool fua,
                             bool bypass, EngineCompletion* done, size_t& busy,
-                            const std::vector<size_t>* held = nullptr);  // as TryWriteBackAsync's
+                            const std::vector<size_t>* held = nullptr,  // as TryWriteBackAsync's
+                            const ExactOriginWrite* exact = nullptr);
   // Its steps: the announcements (put and synced by the committer when
   // needed), the origin write, the copies' writes (lines not cached take a
   // slot first, in write-through), the records, the answer.
@@ -266,6 +275,13 @@ struct Engine::Impl {
   // tried again (`parked`: the request, when this is that retry), or run
   // on the workers.
   void RunOnReactor(AsyncJob job, ParkedRequest* parked);
+  void NotServedOnReactor(const AsyncJob& job);
+  // Whether requests can be served on a reactor: both devices submit
+  // without waiting (io_uring, NBD, memory; not libaio).
+  bool ServedOnReactors() const;
+  // A synchronous caller's request by the synchronous paths, on its own
+  // thread: devices whose requests wait, or no io_uring for a reactor.
+  Status ServeOnCallersThread(const AsyncJob& job);
   // A write held back by throttling, on its reactor once its delay passed.
   void RunThrottled(ThrottledWrite& held);
   // A request as parts on the calling reactor, cut at multiples of `cut`
@@ -291,7 +307,10 @@ struct Engine::Impl {
   void WriteWithEdges(AsyncEdges& edges);
   ReadProof ProveEdges(const AsyncEdges& edges);
   bool RereadEdgesFromOrigin(AsyncEdges& edges);
-  void EdgesToWorkers(AsyncEdges& edges, bool by_line);
+  bool NoteUnreadEdges(AsyncEdges& edges);
+  void WriteWithUnreadEdges(AsyncEdges& edges);
+  bool EdgeWriteCoversDirtyData(const AsyncEdges& edges);
+  void EdgesElsewhere(AsyncEdges& edges, bool by_line);
   void EdgesAnswered(AsyncEdges& edges, Status status);
   // Its steps: the reads (cached runs from the cache, missing runs from the
   // origin); once they land, the proof of the cached blocks (or the whole

@@ -294,8 +294,10 @@ void Engine::Impl::FinishReadHit(AsyncHit& hit) {
 namespace {
 
 // How often a request that found a stripe busy, and then free when it
-// came to park, tries again on its reactor before the workers take it.
+// came to park, tries again at once; then again after a delay (a thread
+// asleep in lock() for the stripe takes it meanwhile).
 constexpr int kTriesOnReactor = 4;
+constexpr std::chrono::microseconds kStripeRetryDelay{50};
 
 bool InWholeBlocks(const AsyncJob& j) {
   return j.offset % kBlockSize == 0 && j.length % kBlockSize == 0 &&
@@ -355,21 +357,21 @@ void Engine::Impl::RunOnReactor(AsyncJob job, ParkedRequest* parked) {
     if (stripes[busy].park(parked)) return;
     // Nobody holds the stripe: let go since the try, or only marked by a
     // try that failed while hits held it. Mark cleared, tried again; a
-    // stripe someone sleeps for, or taken and let go over and over, goes
-    // to the workers (they queue behind the sleeper).
+    // stripe someone sleeps for (the sleeper takes it next), or taken and
+    // let go over and over, is tried again a little later, on the reactor.
     if (tries == kTriesOnReactor || !stripes[busy].clear_marks_if_free()) break;
     busy = kNoStripe;
     served = TryOnReactor(job, busy);
   }
   if (parked != nullptr) async->parked.Give(std::unique_ptr<ParkedRequest>(parked));
+  if (!served && busy != kNoStripe) return RunLater(job, kStripeRetryDelay);
   if (!served) NotServedOnReactor(job);
 }
 
 // A request the reactor's paths refused. Refused because the store failed
 // (a write or trim needs it; the paths ask before they take anything): the
 // answer the workers would give, here. Otherwise the workers wait where a
-// reactor may not (a device whose requests wait, a stripe someone sleeps
-// for).
+// reactor may not (a device whose requests wait).
 void Engine::Impl::NotServedOnReactor(const AsyncJob& job) {
   if (job.kind != AsyncJob::kRead && dev.metadata->failed()) {
     return Answer(job.done, RefuseIfMetadataFailed(*this));
@@ -455,15 +457,19 @@ void Engine::WriteAsync(uint64_t offset, const void* buffer, uint64_t length, bo
   }
   const std::chrono::microseconds delay = impl_->Throttle(bypass);
   if (delay.count() == 0) return impl_->RunOnReactor(job, nullptr);
-  ThrottledWrite* held = impl_->Async().throttled.Take().release();
-  held->im = impl_.get();
+  impl_->RunLater(job, delay);
+}
+
+void Engine::Impl::RunLater(const AsyncJob& job, std::chrono::microseconds delay) {
+  DelayedRequest* held = Async().delayed.Take().release();
+  held->im = this;
   held->job = job;
   Reactor::Current()->After(std::chrono::nanoseconds(delay).count(), held);
 }
 
-void Engine::Impl::RunThrottled(ThrottledWrite& held) {
+void Engine::Impl::RunDelayed(DelayedRequest& held) {
   const AsyncJob job = held.job;
-  async->throttled.Give(std::unique_ptr<ThrottledWrite>(&held));
+  async->delayed.Give(std::unique_ptr<DelayedRequest>(&held));
   RunOnReactor(job, nullptr);
 }
 

@@ -131,12 +131,13 @@ struct ParkedRequest final : StripeWaiter, ReactorTask {
   void Run() override { im->RunOnReactor(job, this); }
 };
 
-// A write-back write held back on its reactor (Engine::WriteAsync) because
-// dirty lines passed the high watermark: run once its delay has passed.
-struct ThrottledWrite final : ReactorTimer {
+// A request held back on its reactor, run once its delay has passed: a
+// write-back write throttled because dirty lines passed the high watermark
+// (Engine::WriteAsync), or a request whose stripe someone sleeps for.
+struct DelayedRequest final : ReactorTimer {
   Engine::Impl* im = nullptr;
   AsyncJob job{AsyncJob::kWrite};
-  void OnComplete(int) override { im->RunThrottled(*this); }
+  void OnComplete(int) override { im->RunDelayed(*this); }
 };
 
 // A request over kMaxOnReactor bytes, served on its reactor as parts of at
@@ -468,7 +469,7 @@ struct AsyncState {
   RequestPool<ParkedRequest> parked;
   RequestPool<SplitRequest> splits;
   RequestPool<AsyncEdges> edges;
-  RequestPool<ThrottledWrite> throttled;
+  RequestPool<DelayedRequest> delayed;
   std::atomic<bool> metadata_sync_queued{false};  // one kSyncMetadata job at a time
   AsyncWorkers workers;
   RecordCommitter committer;

@@ -64,7 +64,7 @@ struct AsyncThrough;      // engine_async.h
 struct AsyncTrim;         // engine_async.h
 struct SplitRequest;      // engine_async.h
 struct AsyncJob;          // engine_async.h
-struct ThrottledWrite;    // engine_async.h
+struct DelayedRequest;    // engine_async.h
 
 // A synchronous client request, counted in flight while it lives.
 class RequestInFlight {
@@ -282,8 +282,10 @@ struct Engine::Impl {
   // A synchronous caller's request by the synchronous paths, on its own
   // thread: devices whose requests wait, or no io_uring for a reactor.
   Status ServeOnCallersThread(const AsyncJob& job);
-  // A write held back by throttling, on its reactor once its delay passed.
-  void RunThrottled(ThrottledWrite& held);
+  // A request held back (throttled, or for a stripe), on its reactor once
+  // its delay passed; RunLater holds one back.
+  void RunLater(const AsyncJob& job, std::chrono::microseconds delay);
+  void RunDelayed(DelayedRequest& held);
   // A request as parts on the calling reactor, cut at multiples of `cut`
   // bytes of the volume (kMaxOnReactor for a request over it; line_size for
   // a write whose lines go each their own way).

@@ -592,6 +592,45 @@ TEST(EngineSyncCallsTest, OverDevicesThatWaitRunOnTheCallersThread) {
   EXPECT_EQ(rig.engine().stats().requests_in_flight, 0u);
 }
 
+// Requests made off any reactor (a caller's own thread) are served on the
+// engine's own reactor, many at once, never one per worker thread; a
+// shutdown waits for them.
+TEST(EngineOwnReactorTest, RequestsMadeOffAnyReactorAreServedOnTheEnginesOwn) {
+  EngineRig rig;
+  EngineConfig config;
+  config.line_size = 4096;
+  config.mode = CacheMode::kWriteBack;
+  config.background_cleaner = false;
+  config.sequential_cutoff = 0;
+  ASSERT_TRUE(rig.Create(config).ok());
+  rig.cache().CompleteOutOfOrder(true);
+  rig.origin().CompleteOutOfOrder(true);
+  AlignedBuffer data(32 * kBlock), got(32 * kBlock);
+  FillPattern(data.data(), 0, data.size(), 4);
+  Completions writes(32), reads(32), trims(1);
+  for (uint64_t i = 0; i < 32; ++i) {
+    rig.engine().WriteAsync(i * kBlock, data.data() + i * kBlock, kBlock, /*fua=*/i == 31, writes.at(i));
+  }
+  writes.Wait(32);
+  for (uint64_t i = 0; i < 32; ++i) rig.engine().ReadAsync(i * kBlock, got.data() + i * kBlock, kBlock, reads.at(i));
+  rig.engine().DiscardAsync(100 * kBlock, kBlock, trims.at(0));
+  reads.Wait(32);
+  trims.Wait(1);
+  EXPECT_EQ(writes.failed() + reads.failed() + trims.failed(), 0u) << reads.last_error();
+  EXPECT_EQ(writes.on_workers() + reads.on_workers() + trims.on_workers(), 0u);
+  EXPECT_EQ(reads.on_reactor(), 32u);  // a write is answered where its record is put
+  EXPECT_EQ(rig.engine().stats().requests_on_workers, 0u);
+  EXPECT_EQ(std::memcmp(got.data(), data.data(), data.size()), 0);
+  // A bad request fails at once, with the synchronous call's error.
+  Completions bad(1);
+  rig.engine().ReadAsync(1, got.data(), kBlock, bad.at(0));
+  EXPECT_EQ(bad.failed(), 1u);
+  Completions late(1);
+  rig.engine().WriteAsync(40 * kBlock, data.data(), kBlock, false, late.at(0));
+  ASSERT_TRUE(rig.engine().Shutdown().ok());
+  EXPECT_EQ(late.count(), 1u) << "the shutdown did not wait for a request taken";
+}
+
 // In a cache full of dirty lines, on the reactor: read misses are served
 // from the origin and not promoted, writes to lines not cached go around
 // the cache to the origin (a line or several), and nothing is written to
@@ -900,25 +939,6 @@ TEST(EngineAsyncSplitTest, RequestsOverAMebibyteRunOnTheReactorInParts) {
   EXPECT_EQ(trim.on_workers(), 0u);
   EXPECT_EQ(rig.engine().stats().occupancy_lines, 0u);
   EXPECT_TRUE(rig.engine().CheckRecordsAgreeForTest().ok());
-}
-
-TEST_F(EngineAsyncTest, OffAReactorEverythingRunsOnTheWorkers) {
-  ASSERT_TRUE(WritePattern(rig_.engine(), 0, kBlock, 2).ok());
-  AlignedBuffer got(kBlock);
-  Completions done(2);
-  rig_.engine().ReadAsync(0, got.data(), kBlock, done.at(0));
-  rig_.engine().DiscardAsync(kBlock, kBlock, done.at(1));
-  done.Wait(2);
-  EXPECT_EQ(done.failed(), 0u) << done.last_error();
-  EXPECT_EQ(done.on_reactor(), 0u);
-  EXPECT_EQ(rig_.engine().stats().requests_on_workers, 2u);
-  AlignedBuffer want(kBlock);
-  FillPattern(want.data(), 0, kBlock, 2);
-  EXPECT_EQ(std::memcmp(got.data(), want.data(), kBlock), 0);
-  // A bad request fails at once, with the synchronous call's error.
-  Completions bad(1);
-  rig_.engine().ReadAsync(1, got.data(), kBlock, bad.at(0));
-  EXPECT_EQ(bad.failed(), 1u);
 }
 
 }  // namespace

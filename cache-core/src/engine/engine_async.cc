@@ -11,9 +11,11 @@
 // the cleaning ends. A read whose I/O fails is answered there too (every
 // failed read counted), and a clean block to repair from the origin (a
 // checksum that fails, a cache read that failed) is read again by the miss
-// path. What is left (a write's partial block on the origin whose read
-// failed, a line that cannot be placed without waiting) runs on the
-// engine's workers through the synchronous paths.
+// path. Requests made off any reactor are served on the engine's own
+// (engine_own_reactor.cc). Only devices whose requests wait (libaio, where
+// io_uring is missing) send requests to the engine's workers, which run
+// the synchronous paths; a synchronous caller then runs them on its own
+// thread.
 #include <algorithm>
 
 #include "cachecore/metadata/checksum.h"
@@ -282,7 +284,7 @@ void Engine::Impl::FinishReadHit(AsyncHit& hit) {
     // checksum proves it either way).
     AsyncJob again{AsyncJob::kRead, offset, length, out, false, bypass, done};
     again.not_a_hit = true;
-    if (Reactor::Current() == nullptr) return Workers().Run(again);
+    if (Reactor::Current() == nullptr) return RunOffReactor(again);
     return RunOnReactor(again, nullptr);
   }
   CountReads({length / kBlockSize, 0});
@@ -439,7 +441,7 @@ void Engine::ReadAsync(uint64_t offset, void* buffer, uint64_t length, EngineCom
   const bool bypass = impl_->BypassAndHeat(offset, length);
   const AsyncJob job{AsyncJob::kRead, offset, length, static_cast<uint8_t*>(buffer), false, bypass, done};
   if (Reactor::Current() != nullptr) return impl_->RunOnReactor(job, nullptr);
-  impl_->Workers().Run(job);
+  impl_->RunOffReactor(job);
 }
 
 void Engine::WriteAsync(uint64_t offset, const void* buffer, uint64_t length, bool fua,
@@ -453,7 +455,7 @@ void Engine::WriteAsync(uint64_t offset, const void* buffer, uint64_t length, bo
   AsyncJob job{AsyncJob::kWrite, offset, length, in, fua, bypass, done};
   if (Reactor::Current() == nullptr) {
     job.throttle = true;
-    return impl_->Workers().Run(job);
+    return impl_->RunOffReactor(job);
   }
   const std::chrono::microseconds delay = impl_->Throttle(bypass);
   if (delay.count() == 0) return impl_->RunOnReactor(job, nullptr);
@@ -477,8 +479,13 @@ void Engine::Impl::StopAsync() {
   if (async) async->Stop();
 }
 
+void Engine::Impl::RunOffReactor(const AsyncJob& job) {
+  if (!Async().own.Run(job)) Workers().Run(job);
+}
+
 void Engine::Impl::DrainWorkers() {
   if (!async) return;
+  async->own.Drain();  // its requests may wait for what the rest runs
   async->continuations.Drain();
   async->committer.Drain();
   async->workers.Drain();
@@ -490,7 +497,7 @@ void Engine::DiscardAsync(uint64_t offset, uint64_t length, EngineCompletion* do
   impl_->stats.Taken();
   const AsyncJob job{AsyncJob::kDiscard, offset, length, nullptr, false, false, done};
   if (Reactor::Current() != nullptr) return impl_->RunOnReactor(job, nullptr);
-  impl_->Workers().Run(job);
+  impl_->RunOffReactor(job);
 }
 
 // ---- the synchronous calls: the asynchronous ones on the caller's thread

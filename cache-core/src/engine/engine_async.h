@@ -67,7 +67,7 @@ struct AsyncJob {
   bool fua = false, bypass = false;
   EngineCompletion* done = nullptr;
   ReactorTask* next = nullptr;
-  bool throttle = false;  // a write from off a reactor: its worker waits ThrottleDelay() first
+  bool throttle = false;  // a write from off a reactor: throttled where it runs
   bool not_a_hit = false;  // a read whose hit found a block to repair: by the miss path
 };
 
@@ -100,6 +100,44 @@ class AsyncWorkers {
 
 // Request states, reused: their vectors keep their capacity, so a warm
 // reactor allocates nothing per request.
+template <typename T>
+class RequestPool;
+
+// Requests made off any reactor (a caller's own thread, with devices that
+// can serve them on one), served on a reactor of the engine's own
+// (engine_own_reactor.cc), started on the first: as a reactor's own
+// requests are, with no thread waiting per request.
+class OwnReactor {
+ public:
+  explicit OwnReactor(Engine::Impl& im);
+  ~OwnReactor();
+  // Takes the request (answered on the engine's reactor); false, with
+  // nothing done, when its devices wait (libaio), no reactor can be made
+  // (io_uring disabled) or it is stopped: the workers serve it then.
+  bool Run(const AsyncJob& job);
+  // Returns once every request it took is answered (Engine::Shutdown).
+  void Drain();
+  // Takes no more, waits until every request it took is answered, then
+  // stops the reactor; idempotent.
+  void Stop();
+
+ private:
+  struct Posted;
+  bool Started();
+  void Serve(Posted& posted);
+  void Answered(Posted& posted, Status status);
+
+  Engine::Impl& im_;
+  Mutex mu_;
+  std::condition_variable idle_;
+  uint64_t outstanding_ GUARDED_BY(mu_) = 0;
+  bool stopped_ GUARDED_BY(mu_) = false;
+  bool unavailable_ GUARDED_BY(mu_) = false;
+  std::unique_ptr<Reactor> reactor_;  // set once, under mu_
+  std::thread thread_;
+  std::unique_ptr<RequestPool<Posted>> pool_;
+};
+
 template <typename T>
 class RequestPool {
  public:
@@ -446,15 +484,18 @@ class RecordCommitter {
 
 struct AsyncState {
   AsyncState(Engine::Impl& im, uint32_t threads)
-      : workers(im, threads, "cachectl-worker"),
+      : own(im),
+        workers(im, threads, "cachectl-worker"),
         committer(im),
         continuations(im, 1, "cachectl-rest"),
         syncs(im, 1, "cachectl-sync") {}
-  // Runs what is queued and joins every thread, the continuations first,
-  // then the committer, then the workers (each may hand a FUA write's sync
-  // to the sync thread), then the sync thread; called while the engine's
-  // `async` still points here (what runs meanwhile uses it).
+  // Runs what is queued and joins every thread: the engine's own reactor
+  // (its requests use the rest), the continuations, then the committer,
+  // then the workers (each may hand a FUA write's sync to the sync thread),
+  // then the sync thread; called while the engine's `async` still points
+  // here (what runs meanwhile uses it).
   void Stop() {
+    own.Stop();
     continuations.Stop();
     committer.Stop();
     workers.Stop();
@@ -471,6 +512,7 @@ struct AsyncState {
   RequestPool<AsyncEdges> edges;
   RequestPool<DelayedRequest> delayed;
   std::atomic<bool> metadata_sync_queued{false};  // one kSyncMetadata job at a time
+  OwnReactor own;
   AsyncWorkers workers;
   RecordCommitter committer;
   // The rests of requests that hold stripes and an epoch (kContinue): on a

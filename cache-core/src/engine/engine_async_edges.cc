@@ -273,21 +273,25 @@ bool Engine::Impl::RereadEdgesFromOrigin(AsyncEdges& e) {
 // rest as NotServedOnReactor says (a failed store; an origin whose
 // requests wait: the workers, as the caller sent it).
 void Engine::Impl::EdgesElsewhere(AsyncEdges& e, bool by_line) {
-  ReleaseStripes(e.stripes, true);
   const AsyncJob job = e.job;
   const uint64_t first = e.segments.empty() ? 0 : e.segments.front().line;
   const uint64_t last = e.segments.empty() ? 0 : e.segments.back().line;
-  const bool maybe_cleaning = !e.segments.empty() && dev.origin->submits_without_waiting();
+  // Asked with the stripes still held: no cleaning of these lines begins
+  // meanwhile, so a refusal for none is not taken for one.
+  const bool cleaning = !e.segments.empty() && dev.origin->submits_without_waiting() &&
+                        slots.AnyBeingCleaned(first, last);
+  ReleaseStripes(e.stripes, true);
   async->edges.Give(std::unique_ptr<AsyncEdges>(&e));
   if (by_line) return SplitOnReactor(job, line_size);
   if (shut_down.load()) return Answer(job.done, Status::Busy("the cache is shut down"));
-  if (maybe_cleaning && !dev.metadata->failed()) {
-    std::unique_ptr<ParkedRequest> parked = async->parked.Take();
+  if (cleaning && !dev.metadata->failed()) {
+    ParkedRequest* parked = async->parked.Take().release();
     parked->im = this;
     parked->reactor = Reactor::Current();
     parked->job = job;
-    if (slots.ParkWhileCleaning(first, last, parked.get())) return (void)parked.release();
-    async->parked.Give(std::move(parked));
+    // Ended since: started over at once, on its reactor.
+    if (!slots.ParkWhileCleaning(first, last, parked)) parked->Unparked();
+    return;
   }
   NotServedOnReactor(job);
 }

@@ -276,6 +276,8 @@ struct Engine::Impl {
   // on the workers.
   void RunOnReactor(AsyncJob job, ParkedRequest* parked);
   void NotServedOnReactor(const AsyncJob& job);
+  // A request made off any reactor: on the engine's own, else the workers.
+  void RunOffReactor(const AsyncJob& job);
   // Whether requests can be served on a reactor: both devices submit
   // without waiting (io_uring, NBD, memory; not libaio).
   bool ServedOnReactors() const;

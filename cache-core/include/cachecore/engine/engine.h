@@ -50,11 +50,12 @@ struct EngineConfig {
   // left unused, and discarded once, so the SSD keeps spare blocks for
   // writes (over-provisioning). The superblock's line count keeps it.
   uint32_t overprovision_pct = 0;
-  // Threads that run the asynchronous requests a reactor does not serve
-  // itself (see Engine::ReadAsync); started on the first asynchronous
-  // request. 0: 4 when both devices take requests without waiting (the
-  // reactors serve the data path; the workers only its exceptions), 32
-  // otherwise (the libaio fallback: every miss and write waits there).
+  // Threads that run asynchronous requests when a device's requests wait
+  // (the libaio fallback: every request waits there; see
+  // Engine::ReadAsync); started on the first asynchronous request. 0: 32
+  // for the libaio fallback, 4 otherwise (reactors serve every request
+  // then; a worker takes one only as a last resort, counted in
+  // requests_on_workers).
   uint32_t workers = 0;
 };
 
@@ -111,6 +112,9 @@ class Engine {
   // alignment; whole-block requests in 512-aligned buffers move no extra
   // copy (the devices read and write the caller's memory), others are
   // staged. After a failed Read the buffer's contents are undefined.
+  // They run the asynchronous calls below on a reactor of the calling
+  // thread until answered (on the caller's thread by the synchronous paths
+  // when a device's requests wait, or io_uring is missing).
   Status Read(uint64_t offset, void* buffer, uint64_t length);
   Status Write(uint64_t offset, const void* buffer, uint64_t length, bool fua = false);
   // Asynchronous requests, for front ends on reactors
@@ -121,11 +125,10 @@ class Engine {
   // reactor's other I/O; their records put by the engine's committer
   // thread; a request that finds a line busy, or being cleaned, parked,
   // not blocked); a sync waits in the engine's group commit without a
-  // thread. What a reactor does not serve (a block that fails its
-  // checksum, a partial write over a line being cleaned, requests off a
-  // reactor) runs on the engine's workers,
-  // as Read, Write and Discard would. Same outcomes, counters and
-  // durability as the synchronous calls.
+  // thread. Called off any reactor, they are served on a reactor of the
+  // engine's own. When a device's requests wait (libaio), they run on the
+  // engine's workers by the synchronous paths. Same outcomes, counters and
+  // durability either way.
   void ReadAsync(uint64_t offset, void* buffer, uint64_t length, EngineCompletion* done);
   void WriteAsync(uint64_t offset, const void* buffer, uint64_t length, bool fua,
                   EngineCompletion* done);

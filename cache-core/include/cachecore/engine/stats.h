@@ -43,9 +43,8 @@ struct StatsSnapshot {
   // not yet answered: now, and the most at once since start or reset (what
   // a front end's queue depth reaches inside the engine).
   uint64_t requests_in_flight = 0, peak_requests_in_flight = 0;
-  // Asynchronous client requests the engine's workers served (what a
-  // reactor does not: a checksum to repair, a line being cleaned, callers
-  // off a reactor, the libaio fallback); the rest ran on the reactors.
+  // Asynchronous client requests the engine's workers served (the libaio
+  // fallback, whose requests wait); the rest ran on the reactors.
   uint64_t requests_on_workers = 0;
   ErrorCounts errors;
   bool failed = false;  // past the error threshold: new I/O passes through

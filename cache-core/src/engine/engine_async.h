@@ -14,9 +14,9 @@
 // committer and comes back; a failed cache write's rest goes to the
 // continuation thread (kContinue); a write to the origin or a trim over a
 // line being cleaned parks until the cleaning ends; a clean block to repair
-// is read again by the miss path, which holds its lines; what the reactor
-// paths do not handle (a partial block to repair) goes to the workers
-// whole, before anything is decided.
+// is read again by the miss path, which holds its lines. Only devices whose
+// requests wait (libaio) send requests to the workers, whole, before
+// anything is decided.
 #pragma once
 
 #include <atomic>

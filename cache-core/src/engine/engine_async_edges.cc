@@ -109,9 +109,8 @@ bool Engine::Impl::PlanEdgeReads(AsyncEdges& e) {
 
 // As ProveReads for a write's partial blocks: failed reads counted; a
 // dirty block the cache cannot give back fails the write; anything else not
-// proven goes to the workers: they repair a clean block, and a partial
-// block on the origin whose read failed is theirs to decide by mode (outside
-// write-back they write the sent bytes through, reading nothing).
+// proven is a repair: a clean cached block read again from the origin, or a
+// partial block whose origin read failed, not known (WriteWithUnreadEdges).
 Engine::Impl::ReadProof Engine::Impl::ProveEdges(const AsyncEdges& e) {
   bool repair = false;
   for (const AsyncIo& io : e.ios) {
@@ -235,8 +234,8 @@ bool Engine::Impl::EdgeWriteCoversDirtyData(const AsyncEdges& e) {
 // instead (the whole-block write then writes all of it, with its
 // checksum, as any write over a cached block does): only those reads are
 // submitted again, the blocks proven stay in the buffer. False, with
-// nothing submitted, when an origin read failed (the workers decide by the
-// mode) or the origin's requests would wait on the reactor.
+// nothing submitted, when an origin read failed (e.unread then lists the
+// blocks not known) or the origin's requests would wait on the reactor.
 bool Engine::Impl::RereadEdgesFromOrigin(AsyncEdges& e) {
   if (NoteUnreadEdges(e) || !dev.origin->submits_without_waiting()) return false;
   size_t kept = 0;

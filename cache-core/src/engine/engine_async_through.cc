@@ -92,8 +92,8 @@ bool Engine::Impl::TryWriteThroughAsync(uint64_t offset, const uint8_t* in, uint
   }
   if (slots.AnyBeingCleaned(t->segments.front().line, t->segments.back().line)) {
     // Its origin write must come after the cleaner's: parked until the
-    // cleaning ends (stripes handed over stay the caller's, which sends
-    // the request to the workers, which wait for it).
+    // cleaning ends (stripes handed over stay the caller's, which lets them
+    // go and parks the request: EdgesElsewhere).
     if (held == nullptr) {
       ReleaseStripes(t->stripes, true);
       busy = kBusyCleaning;

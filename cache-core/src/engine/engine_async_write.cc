@@ -142,8 +142,8 @@ bool Engine::Impl::TryWriteBackAsync(uint64_t offset, const uint8_t* in, uint64_
   // that announces places its lines once announced, back on its reactor (a
   // failed announcement would leave new slots and their victims half done);
   // one whose stripes were handed over does not (if they could not be
-  // placed then, the workers would write the whole blocks with the stripes
-  // let go in between).
+  // placed then, its whole blocks would be written with the stripes let go
+  // in between): it goes line by line from the start (EdgesElsewhere).
   const size_t not_cached = CountNotCached(w->slots);
   w->place_later = not_cached > 0 && !WritableWithoutAnnouncing(*w);
   Placement placed = Placement::kElsewhere;
@@ -159,9 +159,9 @@ bool Engine::Impl::TryWriteBackAsync(uint64_t offset, const uint8_t* in, uint64_
   }
   if (placed != Placement::kPlaced) {
     slots.LeaveWrite(w->epoch);
-    // No line of it cached, and no room for them: around the cache, as
-    // the workers would write it (a line of it still being cleaned, which
-    // a trim can leave uncached, sends it to the workers, which wait).
+    // No line of it cached, and no room for them: around the cache (a line
+    // of it still being cleaned, which a trim can leave uncached, parks the
+    // request until the cleaning ends).
     const bool around = (placed == Placement::kNoSpace || placed == Placement::kNotAdmitted) &&
                         not_cached == w->segments.size();
     if (around && TryWriteThroughAsync(offset, in, length, fua, /*bypass=*/true, done, busy, &w->stripes)) {

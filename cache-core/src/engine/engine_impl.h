@@ -154,7 +154,7 @@ struct Engine::Impl {
                        EngineCompletion* done, size_t& busy);
   // Its steps: the lines' stripes, shared; whether every block is cached;
   // the cache reads; once they land, the checksums, the stripes let go, and
-  // the completion (or the workers, when a block is not proven).
+  // the completion (or the miss path again, when a block is not proven).
   bool AllBlocksCached(AsyncHit& hit);
   void PlanHitReads(AsyncHit& hit);
   void FinishReadHit(AsyncHit& hit);
@@ -317,8 +317,8 @@ struct Engine::Impl {
   void EdgesElsewhere(AsyncEdges& edges, bool by_line);
   void EdgesAnswered(AsyncEdges& edges, Status status);
   // Its steps: the reads (cached runs from the cache, missing runs from the
-  // origin); once they land, the proof of the cached blocks (or the whole
-  // read again on the workers), the promotion's cache writes; once those
+  // origin); once they land, the proof of the cached blocks (a clean one
+  // not proven repaired from the origin), the promotion's cache writes; once those
   // land, the blocks marked, and the records put by the committer, which
   // then calls FinishMiss: the stripes let go, the answer.
   void PlanMissReads(AsyncMiss& miss);

@@ -18,6 +18,8 @@ Configurations, all over the same emulated 7,200 rpm disk (cachectl-hdd-emu):
   nbdkit-cache  the peer: nbdkit's cache filter in front of the same disk
 And for the hit path, against the limit:
   nbdkit-file   nbdkit's file plugin serving the SSD file (no caching work)
+  nbdkit-file-nocache  the same with cache=none: every read from the SSD
+                through NBD (what NBD and the device cost together)
   nbdkit-memory nbdkit's memory plugin (the protocol's ceiling here)
   ssd-direct    fio with io_uring and O_DIRECT on the SSD file (the device's own)
 
@@ -252,13 +254,17 @@ class Bench:
     def hit(self):
         log("== the hit path, against the limit")
         ssd_peer, mem = f"{self.w}/ssdfile.sock", f"{self.w}/mem.sock"
+        nocache = f"{self.w}/ssdnocache.sock"
         self.procs.append(Proc(["nbdkit", "--foreground", "-U", ssd_peer, "file", f"file={self.ssd}"], ssd_peer))
         self.daemons["nbdkit-file"] = self.procs[-1].pid
+        self.procs.append(Proc(["nbdkit", "--foreground", "-U", nocache, "file", f"file={self.ssd}", "cache=none"],
+                               nocache))
+        self.daemons["nbdkit-file-nocache"] = self.procs[-1].pid
         self.procs.append(Proc(["nbdkit", "--foreground", "-U", mem, "memory", f"size={self.working_set}"], mem))
         self.daemons["nbdkit-memory"] = self.procs[-1].pid
         warm(self.targets["cachectl"], self.size)
         for config, target in (("cachectl", self.targets["cachectl"]), ("nbdkit-file", uri(ssd_peer)),
-                               ("nbdkit-memory", uri(mem))):
+                               ("nbdkit-file-nocache", uri(nocache)), ("nbdkit-memory", uri(mem))):
             for name, rw, bs, depth in HIT_POINTS:
                 self.point(name, config, target, rw, bs, depth)
         for name, rw, bs, depth in HIT_POINTS:

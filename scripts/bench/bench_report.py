@@ -184,11 +184,13 @@ def latency_plots(pts, plots):
 def hit_table(pts):
     rows = []
     for workload in ("hit-4k-randread-qd32", "hit-64k-read-qd16", "hit-4k-randread-qd128"):
-        got = {c: pts.get(workload, c) for c in ("cachectl", "nbdkit-file", "nbdkit-memory", "ssd-direct")}
+        got = {c: pts.get(workload, c)
+               for c in ("cachectl", "nbdkit-file", "nbdkit-file-nocache", "nbdkit-memory", "ssd-direct")}
         if all(got.values()):
             cells = " | ".join(f"{got[c]['iops']:.0f} IOPS, {got[c]['mb_s']:.0f} MB/s, CPU {cpu(got[c], ' us')}"
                                for c in got)
             rows.append(f"| {workload} | {cells} | {got['cachectl']['iops'] / got['nbdkit-file']['iops']:.2f} | "
+                        f"{got['cachectl']['iops'] / got['nbdkit-file-nocache']['iops']:.2f} | "
                         f"{got['cachectl']['iops'] / got['ssd-direct']['iops']:.2f} | "
                         f"{threads(got['cachectl'])} / {threads(got['nbdkit-file'])} / "
                         f"{threads(got['nbdkit-memory'])} |")
@@ -196,10 +198,12 @@ def hit_table(pts):
         return []
     return ["### The hit path against the limit (100 % hits)", "",
             "CPU per I/O in each cell: total (daemon + fio), in microseconds.", "",
-            "| workload | cachectl | nbdkit file (SSD file through the page cache) | nbdkit memory | "
-            "fio io_uring O_DIRECT on the SSD file (no NBD) | cachectl / nbdkit file | cachectl / O_DIRECT | "
+            "| workload | cachectl | nbdkit file (SSD file through the page cache) | "
+            "nbdkit file, cache=none (every read from the SSD, through NBD) | nbdkit memory | "
+            "fio io_uring O_DIRECT on the SSD file (no NBD) | cachectl / nbdkit file | "
+            "cachectl / nbdkit file cache=none | cachectl / O_DIRECT | "
             "daemon threads, cachectl / nbdkit file / nbdkit memory |",
-            "|---|---|---|---|---|---|---|---|"] + rows + [""]
+            "|---|---|---|---|---|---|---|---|---|---|"] + rows + [""]
 
 
 def flush_lines(results):

@@ -941,5 +941,24 @@ TEST(EngineAsyncSplitTest, RequestsOverAMebibyteRunOnTheReactorInParts) {
   EXPECT_TRUE(rig.engine().CheckRecordsAgreeForTest().ok());
 }
 
+// Lines a read brought in in order sit in adjacent slots: a later hit over
+// them is one cache read, not one per line.
+TEST(EngineHitLayoutTest, AHitOverLinesReadInOrderIsOneCacheRead) {
+  EngineRig rig;
+  EngineConfig config;
+  config.line_size = 4096;
+  config.mode = CacheMode::kWriteThrough;
+  config.sequential_cutoff = 0;
+  config.background_cleaner = false;
+  ASSERT_TRUE(rig.Create(config).ok());
+  AlignedBuffer buf(1 << 20);
+  ASSERT_TRUE(rig.engine().Read(0, buf.data(), buf.size()).ok());  // 256 lines, all missing
+  ASSERT_EQ(rig.engine().stats().occupancy_lines, 256u);
+  const uint64_t reads = rig.cache().operations(kFaultRead);
+  ASSERT_TRUE(rig.engine().Read(64 * 1024, buf.data(), 64 * 1024).ok());
+  EXPECT_EQ(rig.engine().stats().read_hits, 16u);
+  EXPECT_EQ(rig.cache().operations(kFaultRead) - reads, 1u);
+}
+
 }  // namespace
 }  // namespace cachecore::testing

@@ -348,14 +348,7 @@ void Engine::Impl::RunOnReactor(AsyncJob job, ParkedRequest* parked) {
     parked->job = job;
     // Woken on the reactor once the holder lets go (or the cleaning ends);
     // tried from the start.
-    if (busy == kBusyCleaning) {
-      const uint64_t first = job.offset / line_size, last = (job.offset + job.length - 1) / line_size;
-      // The cleaning ended since the request looked: it starts over on
-      // its reactor at once (on a worker it would let its stripes go
-      // between its wait and its origin I/O).
-      if (!slots.ParkWhileCleaning(first, last, parked)) parked->Unparked();
-      return;
-    }
+    if (busy == kBusyCleaning) return ParkWhileCleaning(*parked);
     if (stripes[busy].park(parked)) return;
     // Nobody holds the stripe: let go since the try, or only marked by a
     // try that failed while hits held it. Mark cleared, tried again; a
@@ -368,6 +361,15 @@ void Engine::Impl::RunOnReactor(AsyncJob job, ParkedRequest* parked) {
   if (parked != nullptr) async->parked.Give(std::unique_ptr<ParkedRequest>(parked));
   if (!served && busy != kNoStripe) return RunLater(job, kStripeRetryDelay);
   if (!served) NotServedOnReactor(job);
+}
+
+// Woken on its reactor once the cleaning of its lines ends; when it ended
+// since the request looked, started over there at once (on a worker it
+// would let its stripes go between its wait and its origin I/O).
+void Engine::Impl::ParkWhileCleaning(ParkedRequest& parked) {
+  const AsyncJob& job = parked.job;
+  const uint64_t first = job.offset / line_size, last = (job.offset + job.length - 1) / line_size;
+  if (!slots.ParkWhileCleaning(first, last, &parked)) parked.Unparked();
 }
 
 // A request the reactor's paths refused. Refused because the store failed
@@ -523,17 +525,13 @@ thread_local size_t sync_depth = 0;
 // (its I/O, the engine's completions posted back to it) until the answer.
 struct SyncCall final : EngineCompletion, ReactorTask {
   Engine* engine = nullptr;
-  Engine::Impl* im = nullptr;
+  AsyncJob job{AsyncJob::kRead};
   Reactor* reactor = nullptr;
-  AsyncJob::Kind kind = AsyncJob::kRead;
-  uint64_t offset = 0, length = 0;
-  void* buffer = nullptr;
-  bool fua = false;
   Status status;
   void Run() override {
-    if (kind == AsyncJob::kRead) engine->ReadAsync(offset, buffer, length, this);
-    else if (kind == AsyncJob::kWrite) engine->WriteAsync(offset, buffer, length, fua, this);
-    else engine->DiscardAsync(offset, length, this);
+    if (job.kind == AsyncJob::kRead) engine->ReadAsync(job.offset, job.buffer, job.length, this);
+    else if (job.kind == AsyncJob::kWrite) engine->WriteAsync(job.offset, job.buffer, job.length, job.fua, this);
+    else engine->DiscardAsync(job.offset, job.length, this);
   }
   // On any thread; the status is read once the reactor has stopped.
   void Done(Status s) override {
@@ -542,16 +540,16 @@ struct SyncCall final : EngineCompletion, ReactorTask {
   }
 };
 
-Status RunSync(SyncCall& call) {
-  // Devices whose requests wait (libaio) would send it to the workers from
-  // the reactor; without io_uring no reactor can be made: either way the
-  // synchronous path serves it on this thread, as it would on a worker.
-  Result<Reactor*> reactor = call.im->ServedOnReactors() ? ThreadsReactor(sync_depth)
-                                                          : Status::NotSupported("devices wait");
-  if (!reactor.ok()) {
-    return call.im->ServeOnCallersThread({call.kind, call.offset, call.length, static_cast<uint8_t*>(call.buffer),
-                                          call.fua, false, nullptr});
-  }
+// Devices whose requests wait (libaio) would send it to the workers from
+// the reactor; without io_uring no reactor can be made: either way the
+// synchronous path serves it on this thread, as it would on a worker.
+Status RunSync(Engine& engine, Engine::Impl& im, const AsyncJob& job) {
+  Result<Reactor*> reactor = im.ServedOnReactors() ? ThreadsReactor(sync_depth)
+                                                    : Status::NotSupported("devices wait");
+  if (!reactor.ok()) return im.ServeOnCallersThread(job);
+  SyncCall call;
+  call.engine = &engine;
+  call.job = job;
   call.reactor = reactor.value();
   ++sync_depth;
   call.reactor->RunWith(&call);
@@ -577,35 +575,17 @@ Status Engine::Impl::ServeOnCallersThread(const AsyncJob& job) {
 }
 
 Status Engine::Read(uint64_t offset, void* buffer, uint64_t length) {
-  SyncCall call;
-  call.engine = this;
-  call.im = impl_.get();
-  call.offset = offset;
-  call.length = length;
-  call.buffer = buffer;
-  return RunSync(call);
+  return RunSync(*this, *impl_, {AsyncJob::kRead, offset, length, static_cast<uint8_t*>(buffer), false, false, nullptr});
 }
 
 Status Engine::Write(uint64_t offset, const void* buffer, uint64_t length, bool fua) {
-  SyncCall call;
-  call.engine = this;
-  call.im = impl_.get();
-  call.kind = AsyncJob::kWrite;
-  call.offset = offset;
-  call.length = length;
-  call.buffer = const_cast<void*>(buffer);  // only read from (WriteAsync's own cast)
-  call.fua = fua;
-  return RunSync(call);
+  // Only read from: the cast fits the job's one buffer field.
+  auto* in = const_cast<uint8_t*>(static_cast<const uint8_t*>(buffer));
+  return RunSync(*this, *impl_, {AsyncJob::kWrite, offset, length, in, fua, false, nullptr});
 }
 
 Status Engine::Discard(uint64_t offset, uint64_t length) {
-  SyncCall call;
-  call.engine = this;
-  call.im = impl_.get();
-  call.kind = AsyncJob::kDiscard;
-  call.offset = offset;
-  call.length = length;
-  return RunSync(call);
+  return RunSync(*this, *impl_, {AsyncJob::kDiscard, offset, length, nullptr, false, false, nullptr});
 }
 
 void Engine::SyncAsync(EngineCompletion* done) {

@@ -140,12 +140,7 @@ Engine::Impl::ReadProof Engine::Impl::ProveEdges(const AsyncEdges& e) {
 void Engine::Impl::WriteWithEdges(AsyncEdges& e) {
   if (shut_down.load()) return EdgesElsewhere(e, /*by_line=*/false);
   ReadProof proof = ProveEdges(e);
-  if (proof.kind == ReadProof::kFailed) {
-    ReleaseStripes(e.stripes, true);
-    const AsyncJob job = e.job;
-    async->edges.Give(std::unique_ptr<AsyncEdges>(&e));
-    return Answer(job.done, std::move(proof.status));
-  }
+  if (proof.kind == ReadProof::kFailed) return FailEdges(e, std::move(proof.status));
   if (proof.kind == ReadProof::kRepair && !RereadEdgesFromOrigin(e)) {
     if (e.unread.empty()) return EdgesElsewhere(e, /*by_line=*/false);  // the origin's requests would wait
     return WriteWithUnreadEdges(e);
@@ -195,17 +190,14 @@ bool Engine::Impl::NoteUnreadEdges(AsyncEdges& e) {
 // origin (as ThroughSegment does), the cached copies of its other blocks
 // updated and the unknown blocks dropped from the cache.
 void Engine::Impl::WriteWithUnreadEdges(AsyncEdges& e) {
-  // Over several lines each goes its own way (a dirty one fails alone).
-  if (e.segments.size() > 1 && EdgeWriteCoversDirtyData(e)) return EdgesElsewhere(e, /*by_line=*/true);
   if (EdgeWriteCoversDirtyData(e)) {
+    // Over several lines each goes its own way (a dirty one fails alone).
+    if (e.segments.size() > 1) return EdgesElsewhere(e, /*by_line=*/true);
     Status failed = Status::IoError("origin read failed");
     for (const AsyncIo& io : e.ios) {
       if (!io.request.status.ok()) failed = io.request.status;
     }
-    ReleaseStripes(e.stripes, true);
-    const AsyncJob job = e.job;
-    async->edges.Give(std::unique_ptr<AsyncEdges>(&e));
-    return Answer(job.done, std::move(failed));
+    return FailEdges(e, std::move(failed));
   }
   uint8_t* exact = e.bounce.data() + (e.job.offset - e.begin);  // as aligned as the offset
   std::memcpy(exact, e.job.buffer, e.job.length);
@@ -217,6 +209,14 @@ void Engine::Impl::WriteWithUnreadEdges(AsyncEdges& e) {
     return;  // the stripes are the write's now
   }
   EdgesElsewhere(e, /*by_line=*/e.segments.size() > 1);
+}
+
+// Nothing written: the stripes let go and the caller answered `failed`.
+void Engine::Impl::FailEdges(AsyncEdges& e, Status failed) {
+  ReleaseStripes(e.stripes, true);
+  const AsyncJob job = e.job;
+  async->edges.Give(std::unique_ptr<AsyncEdges>(&e));
+  Answer(job.done, std::move(failed));
 }
 
 bool Engine::Impl::EdgeWriteCoversDirtyData(const AsyncEdges& e) {
@@ -288,9 +288,7 @@ void Engine::Impl::EdgesElsewhere(AsyncEdges& e, bool by_line) {
     parked->im = this;
     parked->reactor = Reactor::Current();
     parked->job = job;
-    // Ended since: started over at once, on its reactor.
-    if (!slots.ParkWhileCleaning(first, last, parked)) parked->Unparked();
-    return;
+    return ParkWhileCleaning(*parked);
   }
   NotServedOnReactor(job);
 }

@@ -276,6 +276,7 @@ struct Engine::Impl {
   // on the workers.
   void RunOnReactor(AsyncJob job, ParkedRequest* parked);
   void NotServedOnReactor(const AsyncJob& job);
+  void ParkWhileCleaning(ParkedRequest& parked);
   // A request made off any reactor: on the engine's own, else the workers.
   void RunOffReactor(const AsyncJob& job);
   // Whether requests can be served on a reactor: both devices submit
@@ -313,6 +314,7 @@ struct Engine::Impl {
   bool RereadEdgesFromOrigin(AsyncEdges& edges);
   bool NoteUnreadEdges(AsyncEdges& edges);
   void WriteWithUnreadEdges(AsyncEdges& edges);
+  void FailEdges(AsyncEdges& edges, Status failed);
   bool EdgeWriteCoversDirtyData(const AsyncEdges& edges);
   void EdgesElsewhere(AsyncEdges& edges, bool by_line);
   void EdgesAnswered(AsyncEdges& edges, Status status);

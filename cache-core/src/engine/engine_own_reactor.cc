@@ -30,7 +30,6 @@ bool OwnReactor::Started() {
   if (stopped_ || unavailable_) return false;
   ++outstanding_;
   if (reactor_) return true;
-  if (reactor_) return true;
   Result<std::unique_ptr<Reactor>> made = Reactor::Create(256);
   if (!made.ok()) {
     unavailable_ = true;
@@ -89,10 +88,10 @@ void OwnReactor::Stop() {
   {
     MutexLock lock(mu_);
     stopped_ = true;  // takes no more
-    lock.Wait(idle_, [this] {
-      mu_.AssertHeld();
-      return outstanding_ == 0;
-    });
+  }
+  Drain();
+  {
+    MutexLock lock(mu_);
     reactor = reactor_.get();
   }
   if (reactor == nullptr) return;

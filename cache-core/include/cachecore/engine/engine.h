@@ -126,7 +126,9 @@ class Engine {
   // thread; a request that finds a line busy, or being cleaned, parked,
   // not blocked); a sync waits in the engine's group commit without a
   // thread. Called off any reactor, they are served on a reactor of the
-  // engine's own. When a device's requests wait (libaio), they run on the
+  // engine's own, whose one thread runs their `done`: it must not block,
+  // nor call the synchronous calls (a request it waited for could never
+  // be answered). When a device's requests wait (libaio), they run on the
   // engine's workers by the synchronous paths. Same outcomes, counters and
   // durability either way.
   void ReadAsync(uint64_t offset, void* buffer, uint64_t length, EngineCompletion* done);

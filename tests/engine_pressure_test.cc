@@ -190,6 +190,31 @@ TEST_F(PressureTest, WritersPastTheHighWatermarkAreSlowedNotFailed) {
   EXPECT_EQ(rig_.engine().stats().throttled_writes, throttled + 2 * kWrites);
 }
 
+TEST_F(PressureTest, RewritesOfDirtyLinesAreNotSlowed) {
+  // A database or a VM image rewriting its hot set in write-back: past the
+  // high watermark, a write over lines that are all dirty already adds no
+  // dirty line and takes no clean one, so it is not held back; a write
+  // that touches one line more is.
+  rig_.origin().FailAlways(kFaultWrite);  // the cleaner cannot catch up
+  config_.background_cleaner = true;
+  ASSERT_TRUE(rig_.Restart(config_).ok());
+  ASSERT_TRUE(rig_.engine().SetCleaner({.dirty_target_pct = 10, .dirty_high_pct = 20,
+                                        .dirty_low_pct = 15, .batch_lines = 64}).ok());
+  WriteNewLines(kLines * 40 / 100);  // well past the high watermark
+  const uint64_t throttled = rig_.engine().stats().throttled_writes;
+  ASSERT_GT(throttled, 0u);
+  for (uint64_t line = 0; line + 4 <= next_line_; line += 4) {  // 16 KiB over 4 dirty lines
+    ASSERT_TRUE(WritePattern(rig_.engine(), line * kBlock, 4 * kBlock, 8).ok());
+  }
+  EXPECT_EQ(rig_.engine().stats().throttled_writes, throttled);
+  EXPECT_TRUE(HasPattern(rig_.engine(), 0, next_line_ / 4 * 4 * kBlock, 8));
+  // The last dirty line and the first new one: held back, then landed.
+  ASSERT_TRUE(WritePattern(rig_.engine(), (next_line_ - 1) * kBlock, 2 * kBlock, 9).ok());
+  EXPECT_EQ(rig_.engine().stats().throttled_writes, throttled + 1);
+  EXPECT_TRUE(HasPattern(rig_.engine(), (next_line_ - 1) * kBlock, 2 * kBlock, 9));
+  rig_.origin().ClearFaults();
+}
+
 TEST_F(PressureTest, BadSettingsAreRefusedAndChangeNothing) {
   const EngineConfig before = rig_.engine().settings();
   Status s = rig_.engine().SetCleaner({.dirty_target_pct = 50, .dirty_high_pct = 60,

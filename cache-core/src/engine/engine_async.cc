@@ -93,7 +93,7 @@ Status AsyncWorkers::Execute(const AsyncJob& job) {
   switch (job.kind) {
     case AsyncJob::kRead: return im_.ReadRequest(job.offset, job.buffer, job.length, job.bypass);
     case AsyncJob::kWrite:
-      if (job.throttle) im_.ThrottleWrite(job.bypass);
+      if (job.throttle) im_.ThrottleWrite(job.offset, job.length, job.bypass);
       return im_.WriteRequest(job.offset, job.buffer, job.length, job.fua, job.bypass);
     case AsyncJob::kDiscard: return im_.DiscardRequest(job.offset, job.length);
     default: break;
@@ -459,7 +459,7 @@ void Engine::WriteAsync(uint64_t offset, const void* buffer, uint64_t length, bo
     job.throttle = true;
     return impl_->RunOffReactor(job);
   }
-  const std::chrono::microseconds delay = impl_->Throttle(bypass);
+  const std::chrono::microseconds delay = impl_->Throttle(offset, length, bypass);
   if (delay.count() == 0) return impl_->RunOnReactor(job, nullptr);
   impl_->RunLater(job, delay);
 }
@@ -570,7 +570,7 @@ Status Engine::Impl::ServeOnCallersThread(const AsyncJob& job) {
   if (job.kind == AsyncJob::kWrite) CACHECORE_RETURN_IF_ERROR(RefuseIfMetadataFailed(*this));
   const bool bypass = BypassAndHeat(job.offset, job.length);
   if (job.kind == AsyncJob::kRead) return ReadRequest(job.offset, job.buffer, job.length, bypass);
-  ThrottleWrite(bypass);
+  ThrottleWrite(job.offset, job.length, bypass);
   return WriteRequest(job.offset, job.buffer, job.length, job.fua, bypass);
 }
 

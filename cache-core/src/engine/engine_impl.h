@@ -515,11 +515,13 @@ struct Engine::Impl {
   // passed the high watermark (or clean and free ones fell under the
   // reserve), then more the fuller the cache, up to kMaxThrottle.
   std::chrono::microseconds ThrottleDelay() const;
-  // A write's wait (none for one that bypasses the cache), counted in
-  // throttled_writes when there is one; ThrottleWrite sleeps it (the
-  // synchronous paths), a reactor sets a timer.
-  std::chrono::microseconds Throttle(bool bypass);
-  void ThrottleWrite(bool bypass);
+  // A write's wait, counted in throttled_writes when there is one; none
+  // for a write that adds no dirty line (one that bypasses the cache, or
+  // one over lines all dirty already: slowing a rewrite of dirty data
+  // keeps no clean line at hand). ThrottleWrite sleeps it (the synchronous
+  // paths), a reactor sets a timer.
+  std::chrono::microseconds Throttle(uint64_t offset, uint64_t length, bool bypass);
+  void ThrottleWrite(uint64_t offset, uint64_t length, bool bypass);
 
   // ---- recovery (engine_recovery.cc)
   // Fills the slot table from the store (reads only). Slots whose records

@@ -61,7 +61,7 @@ void OwnReactor::Serve(Posted& posted) {
   AsyncJob job = posted.job;
   if (job.kind == AsyncJob::kWrite && job.throttle) {
     job.throttle = false;
-    const std::chrono::microseconds delay = im_.Throttle(job.bypass);
+    const std::chrono::microseconds delay = im_.Throttle(job.offset, job.length, job.bypass);
     if (delay.count() != 0) return im_.RunLater(job, delay);
   }
   im_.RunOnReactor(job, nullptr);

@@ -140,15 +140,18 @@ std::chrono::microseconds Engine::Impl::ThrottleDelay() const {
   return std::chrono::microseconds(static_cast<int64_t>(double(kMaxThrottle.count()) * x * x * x));
 }
 
-std::chrono::microseconds Engine::Impl::Throttle(bool bypass) {
-  if (bypass) return {};  // around the cache: no dirty line comes of it
+std::chrono::microseconds Engine::Impl::Throttle(uint64_t offset, uint64_t length, bool bypass) {
+  if (bypass || length == 0) return {};  // around the cache: no dirty line comes of it
   const std::chrono::microseconds delay = ThrottleDelay();
-  if (delay.count() != 0) LiveStats::Bump(stats.throttled_writes);
+  if (delay.count() == 0) return {};
+  // Only under pressure: a look at the dirty index, under the table's lock.
+  if (slots.AllDirty(offset / line_size, (offset + length - 1) / line_size)) return {};
+  LiveStats::Bump(stats.throttled_writes);
   return delay;
 }
 
-void Engine::Impl::ThrottleWrite(bool bypass) {
-  if (const std::chrono::microseconds delay = Throttle(bypass); delay.count() != 0) {
+void Engine::Impl::ThrottleWrite(uint64_t offset, uint64_t length, bool bypass) {
+  if (const std::chrono::microseconds delay = Throttle(offset, length, bypass); delay.count() != 0) {
     std::this_thread::sleep_for(delay);
   }
 }

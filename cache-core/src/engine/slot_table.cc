@@ -424,6 +424,15 @@ std::vector<uint64_t> SlotTable::NextDirtyLines(uint64_t max) {
   return lines;
 }
 
+bool SlotTable::AllDirty(uint64_t first_line, uint64_t last_line) {
+  MutexLock lock(mu_);
+  auto it = dirty_index_.lower_bound(first_line);
+  for (uint64_t line = first_line; line <= last_line; ++line, ++it) {
+    if (it == dirty_index_.end() || it->first != line) return false;
+  }
+  return true;
+}
+
 std::vector<uint64_t> SlotTable::DirtyLines() {
   MutexLock lock(mu_);
   std::vector<uint64_t> lines;

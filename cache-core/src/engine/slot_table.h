@@ -251,6 +251,9 @@ class SlotTable {
   // wrapping around.
   std::vector<uint64_t> NextDirtyLines(uint64_t max) EXCLUDES(mu_);
   std::vector<uint64_t> DirtyLines() EXCLUDES(mu_);
+  // Whether every line from first_line to last_line (inclusive) has a
+  // dirty block: a write over them adds no dirty line.
+  bool AllDirty(uint64_t first_line, uint64_t last_line) EXCLUDES(mu_);
   // Marks `line` as being cleaned and returns its slot (REQUIRES: its
   // stripe); nothing when it is not cached, has no dirty block, or another
   // cleaner has it (`busy` then says which).

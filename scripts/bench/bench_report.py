@@ -183,7 +183,7 @@ def latency_plots(pts, plots):
 
 def hit_table(pts):
     rows = []
-    for workload in ("hit-4k-randread-qd32", "hit-64k-read-qd16", "hit-4k-randread-qd128"):
+    for workload in ("hit-4k-randread-qd32", "hit-64k-read-qd16", "hit-64k-randread-qd16", "hit-4k-randread-qd128"):
         got = {c: pts.get(workload, c)
                for c in ("cachectl", "nbdkit-file", "nbdkit-file-nocache", "nbdkit-memory", "ssd-direct")}
         if all(got.values()):

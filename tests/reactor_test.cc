@@ -8,13 +8,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <functional>
 #include <thread>
 #include <vector>
 
 #include "cachecore/devices/reactor.h"
-#include "cachecore/devices/uring_device.h"
+#include "cachecore/devices/file_device.h"
 #include "cachecore/devices/memory_device.h"
 #include "support/engine_rig.h"
 
@@ -101,10 +102,12 @@ std::string MakeFile(const std::string& dir, uint64_t size) {
   return path;
 }
 
-TEST(ReactorTest, UringDeviceRunsManyRequestsAsynchronouslyOnOneThread) {
+// The file device of this machine: io_uring's, or libaio's where io_uring
+// is not used (this binary runs again with CACHECTL_IO_URING=off).
+TEST(ReactorTest, FileDeviceRunsManyRequestsAsynchronouslyOnOneThread) {
   TempDir dir;
   constexpr int kRequests = 200;
-  auto device = OpenUringDevice(MakeFile(dir.path(), kRequests * 4096));
+  auto device = OpenFileDevice(MakeFile(dir.path(), kRequests * 4096));
   ASSERT_TRUE(device.ok()) << device.status().ToString();
   auto reactor = NewReactor();
   ASSERT_TRUE(reactor);
@@ -155,7 +158,7 @@ TEST(ReactorTest, UringDeviceRunsManyRequestsAsynchronouslyOnOneThread) {
 
 TEST(ReactorTest, SubmitOffAReactorCompletesBeforeReturning) {
   TempDir dir;
-  auto device = OpenUringDevice(MakeFile(dir.path(), 1 << 20));
+  auto device = OpenFileDevice(MakeFile(dir.path(), 1 << 20));
   ASSERT_TRUE(device.ok());
   AlignedBuffer buffer(4096);
   Counter counter;  // expects no reactor
@@ -214,6 +217,52 @@ TEST(ReactorTest, SendAndReceiveOnASocket) {
   EXPECT_EQ(sent.result, static_cast<int>(sizeof(out)));
   EXPECT_EQ(received.result, static_cast<int>(sizeof(out)));
   EXPECT_STREQ(in, out);
+  close(fds[0]);
+  close(fds[1]);
+}
+
+struct OrderTimer final : ReactorTimer {
+  std::vector<int>* order = nullptr;
+  int id = 0, result = 0;
+  void OnComplete(int r) override {
+    result = r;
+    order->push_back(id);
+  }
+};
+
+// What waits: timers complete in the order of their deadlines, and a
+// receive on a socket with nothing in it completes once the peer sends
+// (from another thread, later), not before.
+TEST(ReactorTest, TimersAndAWaitingReceiveCompleteWhenDue) {
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+  auto reactor = NewReactor();
+  ASSERT_TRUE(reactor);
+  std::vector<int> order;
+  OrderTimer late, early;
+  late.order = early.order = &order;
+  late.id = 2;
+  early.id = 1;
+  char in[8] = {};
+  SocketOp received;
+  FnTask start([&] {
+    reactor->After(30'000'000, &late);
+    reactor->After(5'000'000, &early);
+    reactor->Recv(fds[1], in, sizeof(in), &received);
+    reactor->Stop();  // Run still waits for all three
+  });
+  std::thread peer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(15));
+    EXPECT_EQ(write(fds[0], "late", 4), 4);
+  });
+  reactor->Post(&start);
+  reactor->Run();
+  peer.join();
+  EXPECT_EQ(order, (std::vector<int>{1, 2}));
+  EXPECT_EQ(early.result, -ETIME);
+  EXPECT_EQ(late.result, -ETIME);
+  EXPECT_EQ(received.result, 4);
+  EXPECT_STREQ(in, "late");
   close(fds[0]);
   close(fds[1]);
 }

@@ -26,10 +26,12 @@ struct Slot {
   BatchWaiter* waiter;
 };
 
-class AioDevice : public BlockDevice {
+// Off a reactor, batches through a context of the device's own, reaped by
+// a thread of its own.
+class AioDevice : public DirectFileDevice {
  public:
   AioDevice(DirectFile file, unsigned depth)
-      : file_(std::move(file)), fd_(file_.fd), slots_available_(static_cast<std::ptrdiff_t>(depth)) {}
+      : DirectFileDevice(std::move(file)), fd_(file_.fd), slots_available_(static_cast<std::ptrdiff_t>(depth)) {}
 
   Status Start(unsigned depth) {
     int rc = io_setup(static_cast<int>(depth), &ctx_);
@@ -42,12 +44,7 @@ class AioDevice : public BlockDevice {
     stopping_.store(true);
     if (reaper_.joinable()) reaper_.join();
     if (ctx_ != nullptr) io_destroy(ctx_);
-    close(fd_);
   }
-
-  uint64_t size_bytes() const override { return file_.size; }
-  std::string identity() const override { return file_.identity; }
-  bool supports_discard() const override { return true; }
 
   Status SubmitAndWait(std::span<IoRequest> requests) override {
     // Small batches live on the stack: no allocation on the common path.
@@ -134,7 +131,6 @@ class AioDevice : public BlockDevice {
     if (waiter->remaining.fetch_sub(1) == 1) waiter->remaining.notify_all();
   }
 
-  DirectFile file_;
   int fd_;
   io_context_t ctx_ = nullptr;
   std::counting_semaphore<> slots_available_;

@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "cachecore/devices/block_device.h"
+#include "cachecore/devices/reactor.h"
 
 namespace cachecore {
 
@@ -87,6 +88,29 @@ Status DiscardDirectFile(const DirectFile& file, uint64_t offset, uint64_t lengt
     return Status::Ok();
   }
   return errno == EOPNOTSUPP ? Status::NotSupported("discard") : ErrnoIoError("punch hole", errno);
+}
+
+DirectFileDevice::~DirectFileDevice() { close(file_.fd); }
+
+void DirectFileDevice::Submit(AsyncIo& io) {
+  Reactor* reactor = Reactor::Current();
+  IoRequest& r = io.request;
+  if (reactor == nullptr || r.op == IoOp::kDiscard || r.length > kMaxTransfer) {
+    BlockDevice::Submit(io);
+    return;
+  }
+  r.status = CheckRequest(r);
+  if (!r.status.ok()) {
+    io.done->IoDone(io);
+    return;
+  }
+  io.fd = file_.fd;
+  auto length = static_cast<uint32_t>(r.length);
+  switch (r.op) {
+    case IoOp::kRead: reactor->Read(file_.fd, r.buffer, length, r.offset, &io); break;
+    case IoOp::kWrite: reactor->Write(file_.fd, r.buffer, length, r.offset, &io); break;
+    default: reactor->Fsync(file_.fd, &io); break;
+  }
 }
 
 }  // namespace cachecore

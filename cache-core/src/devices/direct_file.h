@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cachecore/base/status.h"
+#include "cachecore/devices/block_device.h"
 
 namespace cachecore {
 
@@ -31,5 +32,30 @@ Status DiscardDirectFile(const DirectFile& file, uint64_t offset, uint64_t lengt
 
 // An I/O error "what: strerror(err)".
 Status ErrnoIoError(const std::string& what, int err);
+
+// Beyond this a transfer is cut (an SQE's length is 32 bits).
+constexpr uint64_t kMaxTransfer = 1u << 30;
+
+// What the libaio and io_uring devices share: the file, and Submit on a
+// reactor. There reads, writes and flushes go on the reactor (its ring, or
+// libaio under epoll where io_uring cannot be used: Reactor::UsesIoUring),
+// so the engine serves every request on its reactors with either device;
+// discards stay synchronous (no asynchronous BLKDISCARD or hole punch).
+// Off a reactor, the device's own SubmitAndWait runs.
+class DirectFileDevice : public BlockDevice {
+ public:
+  explicit DirectFileDevice(DirectFile file) : file_(std::move(file)) {}
+  ~DirectFileDevice() override;  // closes the file
+
+  uint64_t size_bytes() const override { return file_.size; }
+  std::string identity() const override { return file_.identity; }
+  bool supports_discard() const override { return true; }
+  bool submits_without_waiting() const override { return true; }
+  bool discards_without_waiting() const override { return false; }
+  void Submit(AsyncIo& io) override;
+
+ protected:
+  DirectFile file_;
+};
 
 }  // namespace cachecore

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "base/thread_annotations.h"
+#include "devices/reactor_poll.h"
 
 namespace cachecore {
 
@@ -30,6 +31,7 @@ struct WakeOp final : ReactorOp {
 struct Reactor::State {
   io_uring ring{};
   bool ring_ready = false;
+  std::unique_ptr<PollLoop> poll;  // instead of the ring, where it cannot be had
   bool commands = false;  // entries of 128 bytes (IORING_SETUP_SQE128)
   int event_fd = -1;
   uint64_t wake_buffer = 0;  // what the eventfd read fills
@@ -49,6 +51,7 @@ struct Reactor::State {
     // the mutex until its wake-up is written, so wait for it.
     { MutexLock lock(posted_mu); }
     if (ring_ready) io_uring_queue_exit(&ring);
+    poll.reset();  // before the eventfd it watches
     if (event_fd >= 0) close(event_fd);
   }
   void Wake() {
@@ -58,9 +61,22 @@ struct Reactor::State {
   }
 };
 
+bool Reactor::UsesIoUring() {
+  static const bool uses = [] {
+    const char* setting = std::getenv("CACHECTL_IO_URING");
+    if (setting != nullptr && std::strcmp(setting, "off") == 0) return false;
+    io_uring probe;
+    if (io_uring_queue_init(2, &probe, 0) != 0) return false;
+    io_uring_queue_exit(&probe);
+    return true;
+  }();
+  return uses;
+}
+
 Result<std::unique_ptr<Reactor>> Reactor::Create(unsigned entries, bool commands) {
   auto state = std::make_unique<State>();
   state->commands = commands;
+  if (!UsesIoUring()) return CreatePolling(std::move(state));
   const unsigned base_flags = IORING_SETUP_CQSIZE | (commands ? IORING_SETUP_SQE128 : 0);
   io_uring_params params{};
   // Completions' task work runs when the reactor enters the kernel anyway,
@@ -80,6 +96,16 @@ Result<std::unique_ptr<Reactor>> Reactor::Create(unsigned entries, bool commands
   state->ring_ready = true;
   state->event_fd = eventfd(0, EFD_CLOEXEC);
   if (state->event_fd < 0) return Status::IoError(std::string("eventfd: ") + std::strerror(errno));
+  return std::unique_ptr<Reactor>(new Reactor(std::move(state)));
+}
+
+Result<std::unique_ptr<Reactor>> Reactor::CreatePolling(std::unique_ptr<State> state) {
+  if (state->commands) return Status::NotSupported("driver commands need io_uring, which cannot be used here");
+  state->event_fd = eventfd(0, EFD_CLOEXEC);
+  if (state->event_fd < 0) return Status::IoError(std::string("eventfd: ") + std::strerror(errno));
+  Result<std::unique_ptr<PollLoop>> poll = PollLoop::Create(state->event_fd);
+  if (!poll.ok()) return poll.status();
+  state->poll = std::move(poll.value());
   return std::unique_ptr<Reactor>(new Reactor(std::move(state)));
 }
 
@@ -115,30 +141,50 @@ void Reactor::Prepared(io_uring_sqe* sqe, ReactorOp* op) {
 }
 
 void Reactor::Read(int fd, void* buffer, uint32_t length, uint64_t offset, ReactorOp* op) {
+  if (state_->poll) {
+    ++in_flight_;
+    return state_->poll->Read(fd, buffer, length, offset, op);
+  }
   io_uring_sqe* sqe = NextSqe();
   io_uring_prep_read(sqe, fd, buffer, length, offset);
   Prepared(sqe, op);
 }
 
 void Reactor::Write(int fd, const void* buffer, uint32_t length, uint64_t offset, ReactorOp* op) {
+  if (state_->poll) {
+    ++in_flight_;
+    return state_->poll->Write(fd, buffer, length, offset, op);
+  }
   io_uring_sqe* sqe = NextSqe();
   io_uring_prep_write(sqe, fd, buffer, length, offset);
   Prepared(sqe, op);
 }
 
 void Reactor::Recv(int fd, void* buffer, uint32_t length, ReactorOp* op) {
+  if (state_->poll) {
+    ++in_flight_;
+    return state_->poll->Recv(fd, buffer, length, op);
+  }
   io_uring_sqe* sqe = NextSqe();
   io_uring_prep_recv(sqe, fd, buffer, length, 0);
   Prepared(sqe, op);
 }
 
 void Reactor::SendMsg(int fd, const msghdr* msg, ReactorOp* op) {
+  if (state_->poll) {
+    ++in_flight_;
+    return state_->poll->SendMsg(fd, msg, op);
+  }
   io_uring_sqe* sqe = NextSqe();
   io_uring_prep_sendmsg(sqe, fd, msg, MSG_NOSIGNAL);
   Prepared(sqe, op);
 }
 
 void Reactor::Fsync(int fd, ReactorOp* op) {
+  if (state_->poll) {
+    ++in_flight_;
+    return state_->poll->Fsync(fd, op);
+  }
   io_uring_sqe* sqe = NextSqe();
   io_uring_prep_fsync(sqe, fd, IORING_FSYNC_DATASYNC);
   Prepared(sqe, op);
@@ -148,6 +194,10 @@ void Reactor::After(uint64_t nanoseconds, ReactorTimer* timer) {
   static_assert(sizeof(timer->timespec) == sizeof(__kernel_timespec));
   timer->timespec[0] = static_cast<int64_t>(nanoseconds / 1000000000);
   timer->timespec[1] = static_cast<int64_t>(nanoseconds % 1000000000);
+  if (state_->poll) {
+    ++in_flight_;
+    return state_->poll->After(nanoseconds, timer);
+  }
   io_uring_sqe* sqe = NextSqe();
   io_uring_prep_timeout(sqe, reinterpret_cast<__kernel_timespec*>(timer->timespec), 0, 0);
   Prepared(sqe, timer);
@@ -171,6 +221,7 @@ void Reactor::Command(int fd, uint32_t cmd_op, const void* payload, uint32_t len
 }
 
 void Reactor::Submit() {
+  if (state_->poll) return state_->poll->Submit();
   while (true) {
     int rc = io_uring_submit(&state_->ring);
     if (rc != -EBUSY && rc != -EAGAIN) return;  // other errors come back from the wait in Run()
@@ -234,7 +285,7 @@ void Reactor::RunPosted() {
 }
 
 void Reactor::ArmWaker() {
-  if (state_->waker_armed) return;
+  if (state_->waker_armed || state_->poll) return;  // the loop watches the eventfd itself
   state_->waker_armed = true;
   io_uring_sqe* sqe = NextSqe();
   io_uring_prep_read(sqe, state_->event_fd, &state_->wake_buffer, sizeof(state_->wake_buffer), 0);
@@ -269,6 +320,11 @@ void Reactor::RunWith(ReactorTask* first) {
     // Completions set aside or tasks deferred meanwhile run next round
     // without waiting.
     bool more = !state_->stashed.empty() || state_->rearm_waker || !state_->deferred.empty();
+    if (state_->poll) {
+      state_->poll->Wait(!more, state_->stashed);
+      RunStashed();
+      continue;
+    }
     int rc = more ? io_uring_submit(&state_->ring) : io_uring_submit_and_wait(&state_->ring, 1);
     if (rc < 0 && rc != -EINTR && rc != -EAGAIN && rc != -EBUSY) {
       // Nothing can be submitted or waited for: no operation will ever

@@ -62,16 +62,12 @@ io_uring* ThisThreadRing(Status& error) {
   return this_thread_ring->ring();
 }
 
-// Beyond this a transfer is cut (an SQE's length is 32 bits); Finish does
-// the rest.
-constexpr uint64_t kMaxTransfer = 1u << 30;
-
 // A transfer's result into its status. A short one (a cut one, or one the
 // kernel ended early; not seen with O_DIRECT inside the device) is finished
 // with plain calls.
 void FinishTransfer(int fd, IoRequest& r, int res) {
   if (res < 0) {
-    r.status = ErrnoIoError(std::string("io_uring ") + IoOpName(r.op) + " at " +
+    r.status = ErrnoIoError(std::string(Reactor::UsesIoUring() ? "io_uring " : "aio ") + IoOpName(r.op) + " at " +
                             std::to_string(r.offset), -res);
     return;
   }
@@ -89,39 +85,10 @@ void FinishTransfer(int fd, IoRequest& r, int res) {
   }
 }
 
-class UringDevice : public BlockDevice {
+// Off a reactor, batches on a ring of the calling thread's own.
+class UringDevice : public DirectFileDevice {
  public:
-  explicit UringDevice(DirectFile file) : file_(std::move(file)) {}
-  ~UringDevice() override { close(file_.fd); }
-
-  uint64_t size_bytes() const override { return file_.size; }
-  std::string identity() const override { return file_.identity; }
-  bool supports_discard() const override { return true; }
-
-  // On a reactor: reads, writes and flushes go on its ring (discards stay
-  // synchronous: the kernel has no asynchronous BLKDISCARD for them here).
-  bool submits_without_waiting() const override { return true; }
-  bool discards_without_waiting() const override { return false; }
-  void Submit(AsyncIo& io) override {
-    Reactor* reactor = Reactor::Current();
-    IoRequest& r = io.request;
-    if (reactor == nullptr || r.op == IoOp::kDiscard || r.length > kMaxTransfer) {
-      BlockDevice::Submit(io);
-      return;
-    }
-    r.status = CheckRequest(r);
-    if (!r.status.ok()) {
-      io.done->IoDone(io);
-      return;
-    }
-    io.fd = file_.fd;
-    auto length = static_cast<uint32_t>(r.length);
-    switch (r.op) {
-      case IoOp::kRead: reactor->Read(file_.fd, r.buffer, length, r.offset, &io); break;
-      case IoOp::kWrite: reactor->Write(file_.fd, r.buffer, length, r.offset, &io); break;
-      default: reactor->Fsync(file_.fd, &io); break;
-    }
-  }
+  explicit UringDevice(DirectFile file) : DirectFileDevice(std::move(file)) {}
 
   Status SubmitAndWait(std::span<IoRequest> requests) override {
     Status ring_error;
@@ -203,8 +170,6 @@ class UringDevice : public BlockDevice {
     }
     this_thread_ring.reset();
   }
-
-  DirectFile file_;
 };
 
 }  // namespace
@@ -220,6 +185,9 @@ void AsyncIo::OnComplete(int result) {
 
 Status UringUsable() {
   static const Status usable = [] {
+    if (!Reactor::UsesIoUring()) {
+      return Status::NotSupported("io_uring is not used here (refused by the kernel, or CACHECTL_IO_URING=off)");
+    }
     ThreadRing probe;
     int rc = probe.Init();
     return rc == 0 ? Status::Ok() : ErrnoIoError("io_uring cannot be used here (io_uring_setup)", -rc);

@@ -1,4 +1,5 @@
-// Reactor: an event loop on one thread with an io_uring of its own. Front
+// Reactor: an event loop on one thread with an io_uring of its own (or,
+// where io_uring cannot be used, epoll and libaio: UsesIoUring). Front
 // ends run their sockets on it and the engine its devices' I/O (a device
 // that can, UringDevice, submits on the reactor of the calling thread), so
 // one thread keeps many requests in flight and sleeps only when all of them
@@ -62,7 +63,15 @@ class Reactor {
   // be in flight, the queue only holds those not yet handed to the kernel.
   // `commands`: entries of 128 bytes, room for Command()'s payload (a ublk
   // queue's FETCH and COMMIT go on the ring its I/O uses).
+  // Without io_uring: `entries` is ignored and `commands` refused.
   static Result<std::unique_ptr<Reactor>> Create(unsigned entries = 256, bool commands = false);
+  // Whether reactors run on io_uring. False where io_uring_setup is refused
+  // (a kernel without it, a container's seccomp profile) or the environment
+  // says CACHECTL_IO_URING=off (to run the fallback where io_uring works):
+  // then a reactor waits in epoll, its file I/O goes through libaio and its
+  // socket operations are non-blocking calls once the socket is ready. The
+  // same operations, completing the same way, either way.
+  static bool UsesIoUring();
   ~Reactor();
   Reactor(const Reactor&) = delete;
   Reactor& operator=(const Reactor&) = delete;
@@ -118,6 +127,7 @@ class Reactor {
  private:
   struct State;  // reactor.cc: the ring, the waker, the posted tasks
   explicit Reactor(std::unique_ptr<State> state);
+  static Result<std::unique_ptr<Reactor>> CreatePolling(std::unique_ptr<State> state);
   io_uring_sqe* NextSqe();
   void Prepared(io_uring_sqe* sqe, ReactorOp* op);
   void RunPosted();

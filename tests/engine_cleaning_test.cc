@@ -25,7 +25,8 @@ class GatedDevice : public BlockDevice {
   explicit GatedDevice(BlockDevice* target) : target_(target) {}
   uint64_t size_bytes() const override { return target_->size_bytes(); }
   std::string identity() const override { return target_->identity(); }
-  bool supports_discard() const override { return target_->supports_discard(); }
+  bool supports_discard() const override { return discards_ && target_->supports_discard(); }
+  void DiscardsNothing() { discards_ = false; }
   // Whatever the gate: what reaches it on a reactor while it is closed is
   // a test's mistake (a reactor must not wait), not what it tests.
   bool submits_without_waiting() const override { return target_->submits_without_waiting(); }
@@ -64,6 +65,7 @@ class GatedDevice : public BlockDevice {
   std::condition_variable cv_;
   bool open_ = true, armed_ = false;
   int waiting_ = 0;
+  bool discards_ = true;
 };
 
 class CleaningTest : public ::testing::Test {
@@ -172,6 +174,43 @@ TEST_F(CleaningTest, OnAReactorATrimOverALineBeingCleanedParksUntilItEnds) {
   ASSERT_TRUE(rig_.raw_origin().Read(8 * K, got.data(), 4 * K).ok());
   for (size_t i = 0; i < 4 * K; ++i) ASSERT_EQ(got.data()[i], 0) << "the cleaner's copy landed after the trim";
   EXPECT_TRUE(rig_.OriginHasPattern(0, 8 * K, 3));
+}
+
+// On a reactor, a write-back write to a line that a trim left uncached
+// while the line is being cleaned, into a cache with no slot to give (every
+// line dirty): it would go around the cache, to the origin, where the
+// cleaner's older copy has yet to land. It parks until the cleaning ends
+// (no worker thread waits for the cleaner), then lands.
+TEST_F(CleaningTest, OnAReactorAWriteAroundALineBeingCleanedParksUntilItEnds) {
+  gate_.DiscardsNothing();  // a trim then only drops the cached copy, at once
+  const uint64_t lines = engine_->capacity_lines();
+  ASSERT_TRUE(WritePattern(*engine_, 0, lines * 4 * K, 3).ok());  // every slot dirty
+  gate_.Close();
+  auto flush = std::async(std::launch::async, [&] { return engine_->Flush(); });
+  gate_.AwaitWriter();  // the cleaner's copy of the first lines is held
+  ASSERT_TRUE(engine_->Discard(8 * K, 4 * K).ok());  // line 2 uncached, still being cleaned
+  ASSERT_TRUE(WritePattern(*engine_, lines * 4 * K, 4 * K, 5).ok());  // takes its slot
+  auto reactor = Reactor::Create();
+  ASSERT_TRUE(reactor.ok());
+  Reactor* r = reactor.value().get();
+  std::thread runner([r] { r->Run(); });
+  AlignedBuffer data(4 * K);
+  FillPattern(data.data(), 8 * K, 4 * K, 4);
+  Completions written(1);
+  FnTask write([&] { engine_->WriteAsync(8 * K, data.data(), 4 * K, false, written.at(0)); });
+  r->Post(&write);
+  EXPECT_FALSE(written.WaitFor(1, std::chrono::seconds(1)))
+      << "the write reached the origin while the cleaner's older copy was on its way";
+  gate_.Open();
+  ASSERT_TRUE(flush.get().ok());
+  written.Wait(1);
+  r->Stop();
+  runner.join();
+  EXPECT_EQ(written.failed(), 0u) << written.last_error();
+  EXPECT_EQ(engine_->stats().requests_on_workers, 0u);
+  EXPECT_TRUE(HasPattern(*engine_, 8 * K, 4 * K, 4));
+  ASSERT_TRUE(engine_->Flush().ok());
+  EXPECT_TRUE(rig_.OriginHasPattern(8 * K, 4 * K, 4));
 }
 
 }  // namespace

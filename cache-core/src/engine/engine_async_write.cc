@@ -159,15 +159,23 @@ bool Engine::Impl::TryWriteBackAsync(uint64_t offset, const uint8_t* in, uint64_
   }
   if (placed != Placement::kPlaced) {
     slots.LeaveWrite(w->epoch);
-    // No line of it cached, and no room for them: around the cache (a line
-    // of it still being cleaned, which a trim can leave uncached, parks the
-    // request until the cleaning ends).
+    // No line of it cached, and no room for them: around the cache. A line
+    // of it still being cleaned (which a trim over an origin without
+    // discard can leave uncached) refuses that: its origin write must come
+    // after the cleaner's, so the request parks until the cleaning ends.
     const bool around = (placed == Placement::kNoSpace || placed == Placement::kNotAdmitted) &&
                         not_cached == w->segments.size();
     if (around && TryWriteThroughAsync(offset, in, length, fua, /*bypass=*/true, done, busy, &w->stripes)) {
       if (placed == Placement::kNoSpace) LiveStats::Bump(stats.bypassed_no_space, w->segments.size());
       state.writes.Give(std::move(w));
       return true;  // the stripes are the write-around's now
+    }
+    if (around && held == nullptr &&
+        slots.AnyBeingCleaned(w->segments.front().line, w->segments.back().line)) {
+      ReleaseStripes(w->stripes, true);
+      state.writes.Give(std::move(w));
+      busy = kBusyCleaning;
+      return false;
     }
     if (held == nullptr) ReleaseStripes(w->stripes, true);
     const bool by_line = held == nullptr && w->segments.size() > 1 &&

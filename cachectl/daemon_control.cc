@@ -73,8 +73,6 @@ StatsReply StatsOf(Daemon& d) {
   // since start or reset shows the depth the front end reaches.
   num("requests.in_flight", s.requests_in_flight);
   num("requests.peak_in_flight", s.peak_requests_in_flight);
-  // requests.on_workers: served by the engine's workers, not a reactor.
-  num("requests.on_workers", s.requests_on_workers);
   const ErrorCounts& err = s.errors;
   // errors.DEVICE.KIND: the CLI nests them into objects.
   num("errors.cache.read", err.cache_read);

@@ -31,9 +31,6 @@ if len(loads) != 2 * 3 * 4:
     fail(f"{len(loads)} latency-against-load points, expected 24")
 if r["flush"]["lines"] != 100 or r["flush"]["flush_seconds"] <= 0:
     fail(f"flush section: {r['flush']}")
-for p in r["points"]:
-    if p["config"] in ("cachectl", "cachectl-wt") and "on_workers" not in p:
-        fail(f"no requests.on_workers count for {p['workload']} on {p['config']}")
 pressure = r["pressure"]
 for config, phases in (("cachectl", 3), ("nbdkit-cache", 3), ("uncached", 2)):
     done = [p for p in pressure["configs"][config] if p["iops"] > 0]

@@ -79,7 +79,6 @@ class EngineAsyncEdgesTest : public ::testing::Test {
       }
     }, done, reads.size());
     EXPECT_EQ(done.failed(), 0u) << done.last_error();
-    EXPECT_EQ(done.on_workers(), 0u);
     for (const Range& r : reads) {
       EXPECT_EQ(std::memcmp(got.data() + r.offset, want_.data() + r.offset, r.length), 0) << "at " << r.offset;
     }
@@ -115,10 +114,8 @@ TEST_F(EngineAsyncEdgesTest, SectorWritesToTheSameBlocksAllLandInWriteBack) {
   Completions done(writes.size());
   WriteAllOnReactor(writes, /*fua=*/false, done);
   EXPECT_EQ(done.failed(), 0u) << done.last_error();
-  EXPECT_EQ(done.on_workers(), 0u);
   EXPECT_EQ(rig_.engine().stats().requests_in_flight, 0u);
   ExpectReadsOnReactor();
-  EXPECT_EQ(rig_.engine().stats().requests_on_workers, 0u);  // none of the writes nor the reads
   EXPECT_TRUE(VolumeAsExpected());
   EXPECT_TRUE(rig_.engine().CheckRecordsAgreeForTest().ok());
   // Durable once synced, every sector.
@@ -140,7 +137,6 @@ TEST_F(EngineAsyncEdgesTest, SectorWritesInWriteThroughReachTheOrigin) {
   Completions done(writes.size());
   WriteAllOnReactor(writes, /*fua=*/true, done);
   EXPECT_EQ(done.failed(), 0u) << done.last_error();
-  EXPECT_EQ(done.on_workers(), 0u);
   EXPECT_EQ(rig_.engine().stats().dirty_lines, 0u);
   ExpectReadsOnReactor();
   EXPECT_TRUE(VolumeAsExpected());
@@ -169,8 +165,6 @@ TEST_F(EngineAsyncEdgesTest, SectorWritesOverSeveralLinesIntoAFullCacheRunLineBy
   Completions done(writes.size());
   WriteAllOnReactor(writes, /*fua=*/true, done);
   EXPECT_EQ(done.failed(), 0u) << done.last_error();
-  EXPECT_EQ(done.on_workers(), 0u);
-  EXPECT_EQ(rig_.engine().stats().requests_on_workers, 0u);
   EXPECT_EQ(rig_.engine().stats().evictions, 6u);
   EXPECT_EQ(rig_.engine().stats().requests_in_flight, 0u);
   ASSERT_TRUE(rig_.PowerCutAndReopen(config_, PowerCutMode::kDropUnsynced).ok());  // FUA: durable
@@ -188,7 +182,6 @@ TEST_F(EngineAsyncEdgesTest, BuffersUnfitForDirectIoAreServedOnTheReactor) {
   OnReactor([&] { rig_.engine().WriteAsync(0, data.data() + 8, kBytes, false, write.at(0)); }, write, 1);
   OnReactor([&] { rig_.engine().ReadAsync(0, got.data() + 8, kBytes, read.at(0)); }, read, 1);
   EXPECT_EQ(write.failed() + read.failed(), 0u);
-  EXPECT_EQ(write.on_workers() + read.on_workers(), 0u);
   EXPECT_EQ(std::memcmp(got.data() + 8, data.data() + 8, kBytes), 0);
   EXPECT_TRUE(HasPattern(rig_.engine(), 0, kBytes, 3));
 }
@@ -208,8 +201,6 @@ TEST_F(EngineAsyncEdgesTest, APartialBlockThatFailsItsChecksumIsReadFromTheOrigi
   Completions done(1);
   WriteAllOnReactor(writes, /*fua=*/false, done);
   EXPECT_EQ(done.failed(), 0u) << done.last_error();
-  EXPECT_EQ(done.on_workers(), 0u);
-  EXPECT_EQ(rig_.engine().stats().requests_on_workers, 0u);
   EXPECT_EQ(rig_.engine().stats().errors.checksum_repaired, 1u);
   EXPECT_TRUE(VolumeAsExpected());
   EXPECT_TRUE(rig_.engine().CheckRecordsAgreeForTest().ok());
@@ -232,14 +223,12 @@ TEST_F(EngineAsyncEdgesTest, APartialWriteWhoseBlockCannotBeReadFailsOnceAndIsCo
   Completions dirty(1);
   WriteAllOnReactor(over_dirty, /*fua=*/false, dirty);
   EXPECT_EQ(dirty.failed(), 1u);
-  EXPECT_EQ(dirty.on_workers(), 0u);
   EXPECT_EQ(rig_.engine().stats().errors.cache_read, 1u);
   rig_.origin().FailNth(kFaultRead, 1);
   const std::vector<Range> over_origin = {{8 * kLine + kSector, kSector}};
   Completions uncached(1);
   WriteAllOnReactor(over_origin, /*fua=*/false, uncached);
   EXPECT_EQ(uncached.failed(), 0u) << uncached.last_error();
-  EXPECT_EQ(uncached.on_workers(), 0u);
   EXPECT_EQ(rig_.engine().stats().errors.origin_read, 1u);
   EXPECT_TRUE(HasPattern(rig_.engine(), 0, kLine, 1));  // nothing changed
   EXPECT_TRUE(HasPattern(rig_.engine(), 8 * kLine, kSector, 1));
@@ -262,7 +251,6 @@ TEST_F(EngineAsyncEdgesTest, AWriteThroughWhosePartialBlockCannotBeReadWritesThe
   Completions done(1);
   WriteAllOnReactor(writes, /*fua=*/false, done);
   EXPECT_EQ(done.failed(), 0u) << done.last_error();
-  EXPECT_EQ(done.on_workers(), 0u);
   EXPECT_EQ(rig_.engine().stats().errors.origin_read, 1u);
   ASSERT_TRUE(rig_.origin().Flush().ok());
   EXPECT_TRUE(rig_.OriginHasPattern(4 * kLine + 2 * kBlock, kBlock, 2));
@@ -291,7 +279,6 @@ TEST_F(EngineAsyncEdgesTest, AWriteThroughWithBothPartialBlocksUnreadCachesNeith
   Completions done(1);
   WriteAllOnReactor(writes, /*fua=*/false, done);
   EXPECT_EQ(done.failed(), 0u) << done.last_error();
-  EXPECT_EQ(done.on_workers(), 0u);
   EXPECT_TRUE(VolumeAsExpected());
   ASSERT_TRUE(rig_.origin().Flush().ok());
   EXPECT_TRUE(rig_.OriginHasPattern(4 * kLine + kSector, 3 * kBlock, 2));
@@ -312,7 +299,6 @@ TEST_F(EngineAsyncEdgesTest, AnUnreadPartialBlockBesideADirtyLineDoesNotFailTheW
   Completions done(1);
   WriteAllOnReactor(writes, /*fua=*/false, done);
   EXPECT_EQ(done.failed(), 0u) << done.last_error();
-  EXPECT_EQ(done.on_workers(), 0u);
   EXPECT_TRUE(VolumeAsExpected());
   EXPECT_TRUE(rig_.engine().CheckRecordsAgreeForTest().ok());
 }
@@ -328,7 +314,6 @@ TEST_F(EngineAsyncEdgesTest, AWriteBackOverDirtyDataWhosePartialBlockCannotBeRea
   Completions done(1);
   WriteAllOnReactor({{4 * kLine, kBlock + kSector}}, /*fua=*/false, done);  // block 0, block 1's first sector
   EXPECT_EQ(done.failed(), 1u);
-  EXPECT_EQ(done.on_workers(), 0u);
   EXPECT_EQ(rig_.engine().stats().errors.origin_read, 1u);
   EXPECT_EQ(rig_.engine().stats().dirty_lines, 1u);
   EXPECT_EQ(rig_.engine().stats().occupancy_lines, 1u);
@@ -349,7 +334,6 @@ TEST_F(EngineAsyncEdgesTest, AnUnalignedMebibyteIsServedInParts) {
   Completions done(1);
   WriteAllOnReactor(writes, /*fua=*/true, done);
   EXPECT_EQ(done.failed(), 0u) << done.last_error();
-  EXPECT_EQ(done.on_workers(), 0u);
   EXPECT_EQ(rig_.engine().stats().requests_in_flight, 0u);
   ASSERT_TRUE(rig_.PowerCutAndReopen(config_, PowerCutMode::kDropUnsynced).ok());
   EXPECT_TRUE(VolumeAsExpected());

@@ -96,7 +96,6 @@ TEST_F(EngineAsyncTest, MissesAreServedOnTheReactorAndPromoted) {
   Completions done(1);
   OnReactor([&] { rig_.engine().ReadAsync(40 * kBlock, got.data(), kBlock, done.at(0)); }, done, 1);
   EXPECT_EQ(done.failed(), 0u) << done.last_error();
-  EXPECT_EQ(done.on_workers(), 0u);
   EXPECT_EQ(std::memcmp(got.data(), data.data(), kBlock), 0);
   EXPECT_EQ(rig_.engine().stats().read_misses, 1u);
   EXPECT_TRUE(rig_.engine().CheckRecordsAgreeForTest().ok());
@@ -121,7 +120,6 @@ TEST_F(EngineAsyncTest, AReadOfCachedAndMissingLinesIsOneRequestOnTheReactor) {
   Completions done(1);
   OnReactor([&] { rig_.engine().ReadAsync(0, got.data(), 16 * kBlock, done.at(0)); }, done, 1);
   EXPECT_EQ(done.failed(), 0u) << done.last_error();
-  EXPECT_EQ(done.on_workers(), 0u);
   AlignedBuffer want(16 * kBlock);
   FillPattern(want.data(), 0, 4 * kBlock, 1);
   FillPattern(want.data() + 4 * kBlock, 4 * kBlock, 12 * kBlock, 2);
@@ -176,7 +174,6 @@ TEST_F(FullCacheTest, AMissEvictsACleanLineOnTheReactor) {
   Completions done(1);
   OnReactor([&] { rig_.engine().ReadAsync(missing, got.data(), kBlock, done.at(0)); }, done, 1);
   EXPECT_EQ(done.failed(), 0u) << done.last_error();
-  EXPECT_EQ(done.on_workers(), 0u);
   EXPECT_EQ(std::memcmp(got.data(), data.data(), kBlock), 0);
   EXPECT_EQ(rig_.engine().stats().evictions, 1u);
   EXPECT_EQ(rig_.engine().stats().occupancy_lines, lines_);
@@ -207,7 +204,6 @@ TEST_F(FullCacheTest, AMissIntoACacheFullOfDirtyLinesIsNotPromoted) {
   Completions done(1);
   OnReactor([&] { rig_.engine().ReadAsync(missing, got.data(), kBlock, done.at(0)); }, done, 1);
   EXPECT_EQ(done.failed(), 0u) << done.last_error();
-  EXPECT_EQ(done.on_workers(), 0u);
   StatsSnapshot after = rig_.engine().stats();
   EXPECT_EQ(after.read_misses, 1u);
   EXPECT_EQ(after.evictions, 0u);
@@ -226,7 +222,6 @@ TEST_F(FullCacheTest, AWriteEvictsACleanLineOnTheReactor) {
   Completions done(1);
   WriteOnReactor(rig_.engine(), first, 1, 2, 8, false, done);
   EXPECT_EQ(done.failed(), 0u) << done.last_error();
-  EXPECT_EQ(done.on_workers(), 0u);
   EXPECT_EQ(rig_.engine().stats().evictions, 1u);
   EXPECT_EQ(rig_.engine().stats().dirty_lines, 1u);
   EXPECT_TRUE(rig_.engine().CheckRecordsAgreeForTest().ok());
@@ -249,7 +244,6 @@ TEST_F(EngineAsyncTest, AFailedPromotionGivesItsSlotBack) {
   Completions done(1);
   OnReactor([&] { rig_.engine().ReadAsync(40 * kBlock, got.data(), kBlock, done.at(0)); }, done, 1);
   EXPECT_EQ(done.failed(), 0u) << done.last_error();
-  EXPECT_EQ(done.on_workers(), 0u);
   EXPECT_EQ(std::memcmp(got.data(), data.data(), kBlock), 0);
   EXPECT_EQ(rig_.engine().stats().errors.cache_write, 1u);
   EXPECT_EQ(rig_.engine().stats().occupancy_lines, occupied);
@@ -273,7 +267,6 @@ TEST_F(EngineAsyncTest, AnOriginReadErrorFailsTheMissOnceAndIsCounted) {
   Completions done(1);
   OnReactor([&] { rig_.engine().ReadAsync(40 * kBlock, got.data(), kBlock, done.at(0)); }, done, 1);
   EXPECT_EQ(done.failed(), 1u);
-  EXPECT_EQ(done.on_workers(), 0u);
   EXPECT_EQ(rig_.engine().stats().errors.origin_read, 1u);
   EXPECT_EQ(rig_.engine().stats().occupancy_lines, 0u);  // nothing half-cached
   Completions again(1);
@@ -289,7 +282,6 @@ TEST_F(EngineAsyncTest, ACacheReadErrorOnADirtyHitFailsThatReadOnceAndIsCounted)
   Completions done(1);
   OnReactor([&] { rig_.engine().ReadAsync(0, got.data(), 4 * kBlock, done.at(0)); }, done, 1);
   EXPECT_EQ(done.failed(), 1u);
-  EXPECT_EQ(done.on_workers(), 0u);
   EXPECT_NE(done.last_error().find("cannot be read from the cache"), std::string::npos) << done.last_error();
   EXPECT_EQ(rig_.engine().stats().errors.cache_read, 1u);
   EXPECT_TRUE(HasPattern(rig_.engine(), 0, 4 * kBlock, 5));  // the next read works
@@ -319,7 +311,6 @@ TEST_F(EngineAsyncTest, ADirtyBlockThatFailsItsChecksumFailsTheReadOnTheReactor)
   Completions done(1);
   OnReactor([&] { rig_.engine().ReadAsync(0, got.data(), 4 * kBlock, done.at(0)); }, done, 1);
   EXPECT_EQ(done.failed(), 1u);
-  EXPECT_EQ(done.on_workers(), 0u);
   EXPECT_NE(done.last_error().find("fails its checksum"), std::string::npos) << done.last_error();
   EXPECT_EQ(rig_.engine().stats().errors.checksum_failed, 1u);
 }
@@ -338,8 +329,6 @@ TEST_F(EngineAsyncTest, ACleanBlockThatFailsItsChecksumIsRepairedFromTheOrigin) 
   EXPECT_EQ(done.failed(), 0u) << done.last_error();
   // Repaired on the reactor (the miss path, holding the line): the
   // origin's copies read, the blocks dropped and promoted afresh.
-  EXPECT_EQ(done.on_workers(), 0u);
-  EXPECT_EQ(rig_.engine().stats().requests_on_workers, 0u);
   AlignedBuffer want(4 * kBlock);
   FillPattern(want.data(), 0, 4 * kBlock, 5);
   EXPECT_EQ(std::memcmp(got.data(), want.data(), 4 * kBlock), 0);
@@ -375,7 +364,6 @@ TEST_F(EngineAsyncTest, AMissThatFindsACleanBlockFailingItsChecksumRepairsItOnTh
   Completions done(1);
   OnReactor([&] { rig_.engine().ReadAsync(0, got.data(), 8 * kBlock, done.at(0)); }, done, 1);
   EXPECT_EQ(done.failed(), 0u) << done.last_error();
-  EXPECT_EQ(done.on_workers(), 0u);
   AlignedBuffer want(8 * kBlock);
   FillPattern(want.data(), 0, 4 * kBlock, 5);
   FillPattern(want.data() + 4 * kBlock, 4 * kBlock, 4 * kBlock, 6);
@@ -419,7 +407,6 @@ TEST_F(EngineAsyncTest, WriteBackWritesOverCachedLinesAreServedOnTheReactor) {
   Completions done(kWrites);
   WriteOnReactor(rig_.engine(), 0, kWrites, kLineBlocks, 2, false, done);
   EXPECT_EQ(done.failed(), 0u) << done.last_error();
-  EXPECT_EQ(done.on_workers(), 0u);  // not one went to the workers
   EXPECT_TRUE(HasPattern(rig_.engine(), 0, kWrites * kLineBlocks * kBlock, 2));
   StatsSnapshot after = rig_.engine().stats();
   EXPECT_EQ(after.write_hits - before.write_hits, kWrites * kLineBlocks);
@@ -437,7 +424,6 @@ TEST_F(EngineAsyncTest, AMultiLineWriteIsOneRequestOnTheReactor) {
   Completions done(1);
   WriteOnReactor(rig_.engine(), 2, 1, 60, 4, false, done);
   EXPECT_EQ(done.failed(), 0u) << done.last_error();
-  EXPECT_EQ(done.on_workers(), 0u);
   EXPECT_TRUE(HasPattern(rig_.engine(), 0, 2 * kBlock, 1));
   EXPECT_TRUE(HasPattern(rig_.engine(), 2 * kBlock, 60 * kBlock, 4));
   EXPECT_TRUE(HasPattern(rig_.engine(), 62 * kBlock, 2 * kBlock, 1));
@@ -459,7 +445,6 @@ TEST_F(EngineAsyncTest, RequestsForABusyLineWaitOnTheReactorNotOnWorkers) {
     rig_.engine().ReadAsync(0, got.data(), 4 * kBlock, done.at(4));
   }, done, 5);
   EXPECT_EQ(done.failed(), 0u) << done.last_error();
-  EXPECT_EQ(done.on_workers(), 0u);  // (writes are answered by the record committer)
   // The read ran while the writes did: each block it returned is the old
   // data or the new, whole. (Parked requests are tried again in the order
   // they parked, but a write woken, parked again and woken by the next
@@ -502,8 +487,6 @@ TEST_F(EngineAsyncTest, AStripeMarkedByTheCleanersFailedTryDoesNotSendRequestsTo
     rig_.engine().WriteAsync(kBlock, data.data(), kBlock, false, after.at(1));
   }, after, 2);
   EXPECT_EQ(after.failed(), 0u) << after.last_error();
-  EXPECT_EQ(after.on_workers(), 0u);
-  EXPECT_EQ(rig_.engine().stats().requests_on_workers, 0u);
   EXPECT_TRUE(HasPattern(rig_.engine(), 0, kBlock, 1));
   EXPECT_TRUE(HasPattern(rig_.engine(), kBlock, kBlock, 2));
 }
@@ -522,10 +505,8 @@ TEST_F(EngineAsyncTest, RewritesOfSyncedDirtyDataAnnounceOnTheReactor) {
   Completions rewrite(kWrites);
   WriteOnReactor(rig_.engine(), 0, kWrites, 4, 3, false, rewrite);
   EXPECT_EQ(rewrite.failed(), 0u) << rewrite.last_error();
-  EXPECT_EQ(rewrite.on_workers(), 0u);
   Completions fresh(1);
   WriteOnReactor(rig_.engine(), 100, 1, 1, 3, false, fresh);
-  EXPECT_EQ(fresh.on_workers(), 0u);
   EXPECT_TRUE(rig_.engine().CheckRecordsAgreeForTest().ok());
   ASSERT_TRUE(rig_.PowerCutAndReopen(config_, PowerCutMode::kKeepUnsynced).ok());
   EXPECT_TRUE(HasPattern(rig_.engine(), 0, kWrites * 4 * kBlock, 3));
@@ -533,7 +514,6 @@ TEST_F(EngineAsyncTest, RewritesOfSyncedDirtyDataAnnounceOnTheReactor) {
   // Once announced in this epoch, a block's next rewrite needs nothing.
   Completions again(1);
   WriteOnReactor(rig_.engine(), 0, 1, 1, 5, false, again);
-  EXPECT_EQ(again.on_workers(), 0u);
   ASSERT_TRUE(rig_.engine().Sync().ok());
   ASSERT_TRUE(rig_.PowerCutAndReopen(config_, PowerCutMode::kDropUnsynced).ok());
   EXPECT_TRUE(HasPattern(rig_.engine(), 0, kBlock, 5));
@@ -552,7 +532,6 @@ TEST_F(EngineAsyncTest, AWriteThatAnnouncesPlacesItsNewLinesOnTheReactor) {
   Completions done(1);
   WriteOnReactor(rig_.engine(), 4, 1, 12, 2, false, done);  // line 1 (dirty, synced), lines 2 and 3
   EXPECT_EQ(done.failed(), 0u) << done.last_error();
-  EXPECT_EQ(done.on_workers(), 0u);
   EXPECT_EQ(rig_.engine().stats().occupancy_lines, lines_before + 2);
   EXPECT_EQ(rig_.engine().stats().write_hits, 4u);  // line 1's
   EXPECT_TRUE(rig_.engine().CheckRecordsAgreeForTest().ok());
@@ -572,12 +551,12 @@ TEST_F(EngineAsyncTest, AWriteThatAnnouncesPlacesItsNewLinesOnTheReactor) {
   }
 }
 
-// Devices whose requests wait (libaio's): a synchronous caller's requests
-// are served on its own thread, never handed to the workers (a thread
-// more per request, for nothing).
-TEST(EngineSyncCallsTest, OverDevicesThatWaitRunOnTheCallersThread) {
+// A device whose requests wait (its Submit runs them to completion before
+// it returns, BlockDevice's default, as the rig's devices in order do):
+// the calling thread's reactor waits for it, and every kind of request is
+// served all the same.
+TEST(EngineSyncCallsTest, OverDevicesThatWaitAreServedOnTheCallersReactor) {
   EngineRig rig;
-  rig.origin().SubmitsWaiting(true);
   EngineConfig config;
   config.line_size = 4096;
   config.mode = CacheMode::kWriteBack;
@@ -588,7 +567,6 @@ TEST(EngineSyncCallsTest, OverDevicesThatWaitRunOnTheCallersThread) {
   EXPECT_TRUE(HasPattern(rig.engine(), 0, 16 * kBlock, 3));
   EXPECT_TRUE(HasPattern(rig.engine(), 40 * kBlock + 512, kBlock, 3));
   ASSERT_TRUE(rig.engine().Discard(0, kBlock).ok());
-  EXPECT_EQ(rig.engine().stats().requests_on_workers, 0u);
   EXPECT_EQ(rig.engine().stats().requests_in_flight, 0u);
 }
 
@@ -617,9 +595,7 @@ TEST(EngineOwnReactorTest, RequestsMadeOffAnyReactorAreServedOnTheEnginesOwn) {
   reads.Wait(32);
   trims.Wait(1);
   EXPECT_EQ(writes.failed() + reads.failed() + trims.failed(), 0u) << reads.last_error();
-  EXPECT_EQ(writes.on_workers() + reads.on_workers() + trims.on_workers(), 0u);
   EXPECT_EQ(reads.on_reactor(), 32u);  // a write is answered where its record is put
-  EXPECT_EQ(rig.engine().stats().requests_on_workers, 0u);
   EXPECT_EQ(std::memcmp(got.data(), data.data(), data.size()), 0);
   // A bad request fails at once, with the synchronous call's error.
   Completions bad(1);
@@ -654,13 +630,11 @@ TEST(EngineAsyncFullTest, ACacheFullOfDirtyLinesIsGoneAroundOnTheReactor) {
     rig.engine().ReadAsync(400 * kBlock, got.data() + kBlock, 16 * kBlock, read.at(1));
   }, read, 2);
   EXPECT_EQ(read.failed(), 0u) << read.last_error();
-  EXPECT_EQ(read.on_workers(), 0u);
   EXPECT_EQ(rig.origin().operations(kFaultWrite), origin_writes);
   Completions one(1), several(1);
   WriteOnReactor(rig.engine(), 500, 1, 1, 9, false, one);
   WriteOnReactor(rig.engine(), 600, 1, 16, 9, false, several);
   EXPECT_EQ(one.failed() + several.failed(), 0u);
-  EXPECT_EQ(one.on_workers() + several.on_workers(), 0u);
   EXPECT_EQ(rig.origin().operations(kFaultWrite), origin_writes + 2);  // the writes themselves
   const StatsSnapshot s = rig.engine().stats();
   EXPECT_EQ(s.dirty_lines, 256u);
@@ -691,7 +665,6 @@ TEST(EngineAsyncFullTest, WritesOverSeveralLinesTakeCleanVictimsOnTheReactor) {
   Completions done(4);
   WriteOnReactor(rig.engine(), 1000, 4, 16, 5, /*fua=*/true, done);  // 4 writes of 16 lines
   EXPECT_EQ(done.failed(), 0u) << done.last_error();
-  EXPECT_EQ(done.on_workers(), 0u);
   const StatsSnapshot s = rig.engine().stats();
   EXPECT_EQ(s.evictions, 64u);
   EXPECT_EQ(s.dirty_lines, 64u);
@@ -719,7 +692,6 @@ TEST(EngineAsyncFullTest, AWriteWithSomeLinesCachedAndNoRoomGoesLineByLine) {
   Completions done(1);
   WriteOnReactor(rig.engine(), 255, 1, 8, 2, false, done);  // line 255 cached, 256..262 not
   EXPECT_EQ(done.failed(), 0u) << done.last_error();
-  EXPECT_EQ(done.on_workers(), 0u);
   const StatsSnapshot s = rig.engine().stats();
   EXPECT_EQ(s.bypassed_no_space, 7u);
   EXPECT_EQ(s.write_hits, 1u);
@@ -760,7 +732,6 @@ TEST_F(EngineAsyncTest, AFailedCacheWriteOnTheReactorGoesToTheOrigin) {
   Completions done(1);
   WriteOnReactor(rig_.engine(), 0, 1, 4, 7, false, done);
   EXPECT_EQ(done.failed(), 0u) << done.last_error();
-  EXPECT_EQ(done.on_workers(), 0u);  // answered by the thread that wrote the origin, not a worker
   EXPECT_EQ(rig_.engine().stats().errors.cache_write, 1u);
   EXPECT_TRUE(HasPattern(rig_.engine(), 0, 4 * kBlock, 7));
   AlignedBuffer origin(4 * kBlock);
@@ -775,13 +746,15 @@ TEST_F(EngineAsyncTest, AFailedCacheWriteOnTheReactorGoesToTheOrigin) {
 // handed its rest (the data to the origin) to the workers while holding its
 // line's stripe; requests for that line queued ahead of it had taken every
 // worker and waited for the stripe, so nothing was ever answered again.
+// The rest now runs on a thread of its own and the reads park on the
+// stripe: all are answered.
 TEST(EngineAsyncContinuationTest, AFailedWritesRestIsNotQueuedBehindWhatWaitsForIt) {
   EngineRig rig;
   EngineConfig config;
   config.line_size = 16 * 1024;
   config.mode = CacheMode::kWriteBack;
   config.background_cleaner = false;
-  config.workers = 2;
+  constexpr uint32_t kReads = 2;
   ASSERT_TRUE(rig.Create(config).ok());
   ASSERT_TRUE(WritePattern(rig.engine(), 0, 4 * kBlock, 1).ok());  // cached: the write stays on the reactor
   rig.cache().CompleteOutOfOrder(true);
@@ -789,15 +762,15 @@ TEST(EngineAsyncContinuationTest, AFailedWritesRestIsNotQueuedBehindWhatWaitsFor
   AlignedBuffer data(kBlock);
   FillPattern(data.data(), 0, kBlock, 8);
   std::vector<AlignedBuffer> reads;
-  for (uint32_t i = 0; i < config.workers; ++i) reads.emplace_back(kBlock);
+  for (uint32_t i = 0; i < kReads; ++i) reads.emplace_back(kBlock);
   const size_t expected = 1 + reads.size();
   Completions done(expected);
   auto reactor = Reactor::Create();
   ASSERT_TRUE(reactor.ok());
   Reactor* r = reactor.value().get();
   std::thread runner([r] { r->Run(); });
-  // The reads find the stripe held and go to the workers, which wait for
-  // it; the write's cache write completes (failed) only after them.
+  // The reads find the stripe held and park on it; the write's cache write
+  // completes (failed) only after them.
   FnTask task([&] {
     rig.engine().WriteAsync(0, data.data(), kBlock, false, done.at(0));
     for (size_t i = 0; i < reads.size(); ++i) rig.engine().ReadAsync(0, reads[i].data(), kBlock, done.at(1 + i));
@@ -806,7 +779,7 @@ TEST(EngineAsyncContinuationTest, AFailedWritesRestIsNotQueuedBehindWhatWaitsFor
   if (!done.WaitFor(expected, std::chrono::seconds(20))) {
     ADD_FAILURE() << done.count() << " of " << expected << " requests answered after 20 s: a deadlock";
     std::fflush(stdout);
-    std::_Exit(1);  // the engine's workers cannot be joined
+    std::_Exit(1);  // the engine's threads cannot be joined
   }
   r->Stop();
   runner.join();
@@ -814,10 +787,10 @@ TEST(EngineAsyncContinuationTest, AFailedWritesRestIsNotQueuedBehindWhatWaitsFor
   EXPECT_TRUE(HasPattern(rig.engine(), 0, kBlock, 8));
 }
 
-// Syncs from a reactor wait as entries of the group commit, not as a worker
-// each: while one sync runs, however many arrive are covered by the next,
-// even with a single worker. (Run on the workers, each sync took the one
-// worker in turn and ran a sync of its own: 1 + 48 of them.)
+// Syncs from a reactor wait as entries of the group commit, not as a thread
+// each: while one sync runs, however many arrive are covered by the next.
+// (Run on the engine's former workers, one of them, each sync took it in
+// turn and ran a sync of its own: 1 + 48 of them.)
 std::function<void(std::string_view)>* g_step = nullptr;
 void RunStep(const char* step) { (*g_step)(step); }
 
@@ -826,7 +799,6 @@ TEST(EngineAsyncSyncTest, SyncsFromAReactorShareSyncsWithoutAThreadEach) {
   EngineConfig config;
   config.mode = CacheMode::kWriteBack;
   config.background_cleaner = false;
-  config.workers = 1;
   ASSERT_TRUE(rig.Create(config).ok());
   ASSERT_TRUE(WritePattern(rig.engine(), 0, 16 * kBlock, 1).ok());
   std::mutex mu;
@@ -918,7 +890,6 @@ TEST(EngineAsyncSplitTest, RequestsOverAMebibyteRunOnTheReactorInParts) {
   Completions write(1);
   OnReactor([&] { rig.engine().WriteAsync(0, data.data(), kBytes, false, write.at(0)); }, write, 1);
   EXPECT_EQ(write.failed(), 0u) << write.last_error();
-  EXPECT_EQ(write.on_workers(), 0u);
   // The same with FUA (answered by the group commit's round, on a worker).
   Completions fua(1);
   OnReactor([&] { rig.engine().WriteAsync(0, data.data(), kBytes, true, fua.at(0)); }, fua, 1);
@@ -926,7 +897,6 @@ TEST(EngineAsyncSplitTest, RequestsOverAMebibyteRunOnTheReactorInParts) {
   Completions read(1);
   OnReactor([&] { rig.engine().ReadAsync(0, got.data(), kBytes, read.at(0)); }, read, 1);
   EXPECT_EQ(read.failed(), 0u) << read.last_error();
-  EXPECT_EQ(read.on_workers(), 0u);
   EXPECT_EQ(std::memcmp(got.data(), data.data(), kBytes), 0);
   EXPECT_EQ(rig.engine().stats().read_hits, kBytes / kBlock);
   EXPECT_EQ(rig.engine().stats().requests_in_flight, 0u);
@@ -936,7 +906,6 @@ TEST(EngineAsyncSplitTest, RequestsOverAMebibyteRunOnTheReactorInParts) {
   Completions trim(1);
   OnReactor([&] { rig.engine().DiscardAsync(0, kBytes, trim.at(0)); }, trim, 1);
   EXPECT_EQ(trim.failed(), 0u) << trim.last_error();
-  EXPECT_EQ(trim.on_workers(), 0u);
   EXPECT_EQ(rig.engine().stats().occupancy_lines, 0u);
   EXPECT_TRUE(rig.engine().CheckRecordsAgreeForTest().ok());
 }

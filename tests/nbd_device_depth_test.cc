@@ -286,7 +286,7 @@ TEST(NbdDeviceDepth, OneReactorKeepsEveryRequestInFlight) {
   ASSERT_TRUE(server->running());
   std::unique_ptr<BlockDevice> dev = Open(*server, 1);
   ASSERT_NE(dev, nullptr);
-  EXPECT_TRUE(dev->submits_without_waiting());
+  EXPECT_TRUE(dev->discards_without_waiting());
   ReactorRequests reads;
   reads.buffers.reserve(kThreads);
   reads.ios.reserve(kThreads);

@@ -1,8 +1,9 @@
 // One NBD connection past its handshake, served on a reactor of its own
 // (cachecore/devices/reactor.h) over an asynchronous backend: requests are
 // read from the socket in batches, handed to the backend's asynchronous
-// calls (hits complete on this reactor, the rest on the engine's workers),
-// and the replies that are ready go out together in one sendmsg. One
+// calls (completed on this reactor, or posted back to it by the engine's
+// record committer), and the replies that are ready go out together in one
+// sendmsg. One
 // thread for the whole connection, however many requests are in flight.
 #pragma once
 

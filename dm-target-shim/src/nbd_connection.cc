@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -41,9 +42,15 @@ void NbdConnection::Interrupt() { shutdown(fd_, SHUT_RDWR); }
 
 void NbdConnection::Serve() {
   if (handshake_ && !Handshake()) return;
-  // On a reactor when the backend can complete requests without blocking;
-  // with serving threads when it cannot (or io_uring cannot be set up).
-  if (backend_->asynchronous() && NbdAsyncSession(fd_, backend_).Run().ok()) return;
+  // On a reactor when the backend can complete requests without blocking
+  // (the engine); with serving threads when it cannot (a test's or the
+  // bench's emulated disk). Without a reactor (no epoll or eventfd to be
+  // had) the engine could serve nothing either: the connection ends.
+  if (backend_->asynchronous()) {
+    Status s = NbdAsyncSession(fd_, backend_).Run();
+    if (!s.ok()) std::fprintf(stderr, "nbd: connection closed, no reactor to serve it on: %s\n", s.ToString().c_str());
+    return;
+  }
   // Requests in flight finish before the connection goes (the threads are
   // joined): a client that vanished mid-write still gets its write
   // completed, whole.

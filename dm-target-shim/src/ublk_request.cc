@@ -38,8 +38,8 @@ void UblkRequestRun::Done(Status status) {
   const UblkRequest& r = request_;
   if (!status.ok()) return Finished(-ErrnoOf(status));
   if (r.op == UBLK_IO_OP_WRITE_ZEROES && zeroed_ < r.length) {
-    // An engine answers writes on threads of its own (workers, its record
-    // committer), where a next chunk goes to the workers: chunks do not nest; a
+    // An engine answers writes on its record committer's thread, where a
+    // next chunk goes to the engine's own reactor: chunks do not nest; a
     // backend that answers at once nests one frame per MiB of the range.
     return WriteNextZeroChunk(*backend_, r.offset, r.length, r.fua, &zeroed_, this);
   }

@@ -152,19 +152,9 @@ class Bench:
                              capture_output=True, text=True, check=True).stdout
         return json.loads(out)
 
-    def on_workers(self):
-        """The cachectl daemon's requests.on_workers now: requests its engine's
-        workers served instead of a reactor."""
-        return self.stats()["requests"]["on_workers"]
-
     def fio(self, config, target, rw, bs, depth, seconds, extra=()):
-        """One fio job on `config`; for cachectl, with the requests its workers served meanwhile."""
-        counted = config in ("cachectl", "cachectl-wt")
-        before = self.on_workers() if counted else 0
-        r = fio(target, rw, bs, depth, seconds, self.size, extra, self.servers(config))
-        if counted:
-            r["on_workers"] = self.on_workers() - before
-        return r
+        """One fio job on `config`."""
+        return fio(target, rw, bs, depth, seconds, self.size, extra, self.servers(config))
 
     def point(self, name, config, target, rw, bs, depth, extra=(), **tags):
         r = self.fio(config, target, rw, bs, depth, tags.pop("seconds", self.seconds), extra)

@@ -279,19 +279,6 @@ def policy_table(results):
     return lines + [""]
 
 
-def workers_lines(pts):
-    """How many of cachectl's requests its engine's workers served rather than a reactor."""
-    counted = [p for p in pts.points if "on_workers" in p]
-    if not counted:
-        return []
-    total = sum(p["on_workers"] for p in counted)
-    ios = sum(p.get("ios", 0) for p in counted)
-    most = sorted((p for p in counted if p["on_workers"]), key=lambda p: -p["on_workers"])[:3]
-    where = "; most in " + ", ".join(f"{p['workload']} ({p['on_workers']})" for p in most) if most else ""
-    return [f"Requests cachectl's engine served on its workers rather than a reactor (`requests.on_workers`), "
-            f"over its {len(counted)} points: {total} of {ios}{where}.", ""]
-
-
 def report(results, plots):
     os.makedirs(plots, exist_ok=True)
     pts = Points(results)
@@ -302,7 +289,6 @@ def report(results, plots):
         lines += ["CPU us per I/O: microseconds of CPU per I/O completed over each point, the server's (daemon) "
                   "and fio's (client), \"total (daemon + fio)\"; daemon threads: the most seen while fio ran "
                   "(see \"CPU per I/O and threads\" above).", ""]
-    lines += workers_lines(pts)
     lines += randread_table(pts) + profile_table(pts) + iometer_table(pts) + latency_plots(pts, plots)
     lines += flush_lines(results) + bench_pressure.report_lines(results, plots) + hit_table(pts)
     lines += metadata_lines(results) + policy_table(results)

@@ -2,14 +2,12 @@
 // they were answered, and a reactor to submit from. Header-only.
 #pragma once
 
-#include <sys/prctl.h>
 
 #include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
 #include <string>
-#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -38,9 +36,6 @@ class Completions {
     ++done_;
     if (!s.ok()) ++failed_, last_error_ = s.ToString();
     if (Reactor::Current() != nullptr) ++on_reactor_;
-    char name[16] = {};
-    prctl(PR_GET_NAME, name, 0, 0, 0);
-    if (std::string_view(name) == "cachectl-worker") ++on_workers_;
     cv_.notify_all();
   }
   void Wait(size_t expected) {
@@ -54,16 +49,13 @@ class Completions {
   size_t count() { std::lock_guard lock(mu_); return done_; }
   size_t failed() { std::lock_guard lock(mu_); return failed_; }
   size_t on_reactor() { std::lock_guard lock(mu_); return on_reactor_; }
-  // Answered by one of the engine's workers (a request run by the
-  // synchronous paths), by the thread's name.
-  size_t on_workers() { std::lock_guard lock(mu_); return on_workers_; }
   std::string last_error() { std::lock_guard lock(mu_); return last_error_; }
 
  private:
   std::vector<One> ones_;
   std::mutex mu_;
   std::condition_variable cv_;
-  size_t done_ = 0, failed_ = 0, on_reactor_ = 0, on_workers_ = 0;
+  size_t done_ = 0, failed_ = 0, on_reactor_ = 0;
   std::string last_error_;
 };
 

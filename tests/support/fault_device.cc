@@ -101,15 +101,6 @@ void FaultDevice::CompleteOutOfOrder(bool on) {
   state_->reorder = on;
 }
 
-bool FaultDevice::submits_without_waiting() const {
-  if (submits_waiting_) return false;
-  {
-    std::lock_guard lock(state_->deferred_mu);
-    if (state_->reorder) return true;
-  }
-  return target_->submits_without_waiting();
-}
-
 void FaultDevice::Submit(AsyncIo& io) {
   Reactor* reactor = Reactor::Current();
   {

@@ -43,12 +43,8 @@ class FaultDevice : public BlockDevice {
   // (by a task posted to that reactor): completions come in any order, as
   // a real device's do. Otherwise it runs now, inline.
   void Submit(AsyncIo& io) override;
-  bool submits_without_waiting() const override;  // the target's, or kept back
   bool discards_without_waiting() const override { return target_->discards_without_waiting(); }
   void CompleteOutOfOrder(bool on);
-  // Says its requests wait (as libaio's do): the engine then serves none
-  // on a reactor. Set before the engine opens.
-  void SubmitsWaiting(bool on) { submits_waiting_ = on; }
 
   // The nth matching operation from now (1 = the next one) fails once.
   void FailNth(unsigned ops, uint64_t n);
@@ -67,7 +63,6 @@ class FaultDevice : public BlockDevice {
   uint64_t unsynced_writes() const;
 
  private:
-  bool submits_waiting_ = false;
   struct State;
   class Drain;
   Status Execute(IoRequest& request);

@@ -50,8 +50,6 @@ class DirectFileDevice : public BlockDevice {
   uint64_t size_bytes() const override { return file_.size; }
   std::string identity() const override { return file_.identity; }
   bool supports_discard() const override { return true; }
-  bool submits_without_waiting() const override { return true; }
-  bool discards_without_waiting() const override { return false; }
   void Submit(AsyncIo& io) override;
 
  protected:

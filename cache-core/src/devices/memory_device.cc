@@ -19,7 +19,7 @@ class MemoryDevice : public BlockDevice {
   uint64_t size_bytes() const override { return size_; }
   std::string identity() const override { return "mem:" + name_; }
   bool supports_discard() const override { return true; }
-  bool submits_without_waiting() const override { return true; }  // memory: at once
+  bool discards_without_waiting() const override { return true; }  // memory: at once
 
   Status SubmitAndWait(std::span<IoRequest> requests) override {
     Status first;

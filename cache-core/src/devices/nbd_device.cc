@@ -254,7 +254,7 @@ class NbdDevice : public BlockDevice {
   Status SubmitAndWait(std::span<IoRequest> requests) override;
   // On a reactor: one command, completed there once the server replies.
   void Submit(AsyncIo& io) override;
-  bool submits_without_waiting() const override { return true; }
+  bool discards_without_waiting() const override { return true; }
 
  private:
   bool Skipped(const IoRequest& r) const {

@@ -92,6 +92,12 @@ Result<std::unique_ptr<Reactor>> Reactor::Create(unsigned entries, bool commands
     params.cq_entries = kCompletionEntries;
     rc = io_uring_queue_init_params(entries, &state->ring, &params);
   }
+  if (rc < 0 && !commands) {
+    // This ring cannot be had (no memory, the locked-memory limit, no
+    // descriptor left) although a small one could: epoll and libaio serve
+    // the same operations.
+    return CreatePolling(std::move(state));
+  }
   if (rc < 0) return Status::IoError(std::string("io_uring_queue_init: ") + std::strerror(-rc));
   state->ring_ready = true;
   state->event_fd = eventfd(0, EFD_CLOEXEC);

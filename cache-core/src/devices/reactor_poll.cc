@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <string>
 
@@ -14,8 +15,11 @@ namespace cachecore {
 
 namespace {
 
-// File I/O in the kernel at once; more waits in queued_ until some completes.
-constexpr int kAioDepth = 1024;
+// File I/O in the kernel at once; more waits in queued_ until some
+// completes. Each context counts against the system's fs.aio-max-nr
+// (65536 by default), and every thread that makes synchronous engine calls
+// has a reactor: kept small, and made on a reactor's first file I/O.
+constexpr int kAioDepth = 256;
 
 Status Errno(const char* what) { return Status::IoError(std::string(what) + ": " + std::strerror(errno)); }
 
@@ -38,10 +42,6 @@ Result<std::unique_ptr<PollLoop>> PollLoop::Create(int wake_fd) {
   if (loop->aio_fd_ < 0) return Errno("eventfd");
   loop->timer_fd_ = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC | TFD_NONBLOCK);
   if (loop->timer_fd_ < 0) return Errno("timerfd_create");
-  if (int rc = io_setup(kAioDepth, &loop->aio_); rc < 0) {
-    loop->aio_ = nullptr;
-    return Status::IoError(std::string("io_setup: ") + std::strerror(-rc));
-  }
   for (int fd : {wake_fd, loop->aio_fd_, loop->timer_fd_}) {
     epoll_event ev{};
     ev.events = EPOLLIN;
@@ -96,7 +96,43 @@ void PollLoop::Fsync(int fd, ReactorOp* op) {
   QueueFile(f);
 }
 
+// The libaio context, made on first use. Where none can be had (the
+// system's fs.aio-max-nr reached), the file I/O runs here, synchronously:
+// slower, never wrong.
+bool PollLoop::StartAio() {
+  if (aio_ != nullptr) return true;
+  if (aio_refused_) return false;
+  if (int rc = io_setup(kAioDepth, &aio_); rc < 0) {
+    aio_ = nullptr;
+    aio_refused_ = true;
+    std::fprintf(stderr, "reactor: no libaio context (%s; fs.aio-max-nr reached?): this reactor's file I/O runs synchronously\n",
+                 std::strerror(-rc));
+    return false;
+  }
+  return true;
+}
+
+int PollLoop::RunInline(const iocb& cb) {
+  ssize_t n;
+  switch (cb.aio_lio_opcode) {
+    case IO_CMD_PREAD: n = pread(cb.aio_fildes, cb.u.c.buf, cb.u.c.nbytes, cb.u.c.offset); break;
+    case IO_CMD_PWRITE: n = pwrite(cb.aio_fildes, cb.u.c.buf, cb.u.c.nbytes, cb.u.c.offset); break;
+    default: n = fdatasync(cb.aio_fildes); break;
+  }
+  return n < 0 ? -errno : static_cast<int>(n);
+}
+
 void PollLoop::Submit() {
+  if (queued_.empty()) return;
+  if (!StartAio()) {
+    for (iocb* cb : queued_) {
+      auto* f = static_cast<FileOp*>(cb->data);
+      refused_.emplace_back(f->op, RunInline(*cb));
+      free_file_ops_.push_back(f);
+    }
+    queued_.clear();
+    return;
+  }
   size_t done = 0;
   while (done < queued_.size()) {
     int rc = io_submit(aio_, static_cast<long>(queued_.size() - done), queued_.data() + done);
@@ -107,9 +143,15 @@ void PollLoop::Submit() {
     }
     if (rc == -EINTR) continue;
     // Full: the rest goes once some completes. Nothing in the kernel to
-    // complete means it cannot take any: fail the first instead.
+    // complete means it takes none for now: the first runs here instead.
     if ((rc == -EAGAIN || rc == 0) && files_in_kernel_ > 0) break;
-    Failed(static_cast<FileOp*>(queued_[done]->data), rc == 0 ? -EAGAIN : rc, refused_);
+    auto* f = static_cast<FileOp*>(queued_[done]->data);
+    if (rc == -EAGAIN || rc == 0) {
+      refused_.emplace_back(f->op, RunInline(f->cb));
+      free_file_ops_.push_back(f);
+    } else {
+      Failed(f, rc, refused_);
+    }
     ++done;
   }
   queued_.erase(queued_.begin(), queued_.begin() + static_cast<std::ptrdiff_t>(done));

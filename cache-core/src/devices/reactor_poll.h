@@ -74,6 +74,8 @@ class PollLoop {
 
   PollLoop() = default;
   FileOp* TakeFileOp(ReactorOp* op);
+  bool StartAio();
+  static int RunInline(const iocb& cb);
   void QueueFile(FileOp* f);
   void Failed(FileOp* f, int result, std::vector<std::pair<ReactorOp*, int>>& completed);
   void ReapFiles(std::vector<std::pair<ReactorOp*, int>>& completed);
@@ -85,6 +87,7 @@ class PollLoop {
 
   int epoll_fd_ = -1, wake_fd_ = -1, aio_fd_ = -1, timer_fd_ = -1;
   io_context_t aio_ = nullptr;
+  bool aio_refused_ = false;  // io_setup failed: file I/O runs inline
   std::vector<std::unique_ptr<FileOp>> file_ops_;  // all ever made, reused
   std::vector<FileOp*> free_file_ops_;
   std::vector<iocb*> queued_;  // file I/O not yet handed to the kernel

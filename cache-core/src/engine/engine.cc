@@ -338,33 +338,6 @@ bool Engine::Impl::BypassAndHeat(uint64_t offset, uint64_t length) {
   return bypass;
 }
 
-Status Engine::Impl::ReadRequest(uint64_t offset, uint8_t* out, uint64_t length, bool bypass) {
-  Tally tally;
-  Status s = Status::Ok();
-  if (!ReadBatch(offset, out, length, bypass, tally, s)) {
-    s = ForEachSegment(offset, length, line_size, [&](const Segment& seg, uint64_t at) {
-      return ReadSegment(seg, out + at, bypass, tally);
-    });
-  }
-  CountReads(tally);
-  return s;
-}
-
-Status Engine::Impl::WriteRequest(uint64_t offset, const uint8_t* in, uint64_t length, bool fua,
-                                  bool bypass) {
-  CACHECORE_RETURN_IF_ERROR(RefuseIfMetadataFailed(*this));
-  Tally tally;
-  Status s = Status::Ok();
-  if (!WriteBackBatch(offset, in, length, bypass, tally, s)) {
-    s = ForEachSegment(offset, length, line_size, [&](const Segment& seg, uint64_t at) {
-      return WriteSegment(seg, in + at, bypass, tally);
-    });
-  }
-  CountWrites(tally);
-  if (s.ok() && fua) s = GroupSync();
-  return s;
-}
-
 void Engine::Impl::CountWrites(const Tally& tally) {
   CountOutcome(tally, {stats.write_hits, stats.write_misses, stats.write_full, stats.write_partial,
                        stats.write_miss_req});
@@ -373,22 +346,6 @@ void Engine::Impl::CountWrites(const Tally& tally) {
 void Engine::Impl::CountReads(const Tally& tally) {
   CountOutcome(tally, {stats.read_hits, stats.read_misses, stats.read_full, stats.read_partial,
                        stats.read_miss_req});
-}
-
-Status Engine::Impl::DiscardRequest(uint64_t offset, uint64_t length) {
-  CACHECORE_RETURN_IF_ERROR(CheckRange(*this, offset, length));
-  CACHECORE_RETURN_IF_ERROR(RefuseIfMetadataFailed(*this));
-  CACHECORE_RETURN_IF_ERROR(ForEachSegment(offset, length, line_size,
-      [&](const Segment& seg, uint64_t) { return DiscardSegment(seg); }));
-  if (!dev.origin->supports_discard()) return Status::Ok();
-  // The dropped lines' records must be gone for good before the origin
-  // changes under them (see AnnounceOverwrite).
-  CACHECORE_RETURN_IF_ERROR(SyncMetadata());
-  slots.WaitWhileCleaning(offset / line_size, (offset + length - 1) / line_size);
-  Status s = dev.origin->Discard(offset, length);
-  if (s.code() == StatusCode::kNotSupported) return Status::Ok();  // a hint the origin may ignore
-  if (!s.ok()) LiveStats::Bump(stats.origin_write_err);
-  return s;
 }
 
 Status Engine::Impl::SyncRequest() {

@@ -12,10 +12,10 @@
 // failed read counted), and a clean block to repair from the origin (a
 // checksum that fails, a cache read that failed) is read again by the miss
 // path. Requests made off any reactor are served on the engine's own
-// (engine_own_reactor.cc). Only devices whose requests wait (libaio, where
-// io_uring is missing) send requests to the engine's workers, which run
-// the synchronous paths; a synchronous caller then runs them on its own
-// thread.
+// (engine_own_reactor.cc), and a synchronous call on a reactor of the
+// calling thread's. No request has a thread of its own: where io_uring
+// cannot be used the reactors run on epoll and libaio (Reactor::UsesIoUring),
+// and a device whose requests wait is waited for on the reactor.
 #include <algorithm>
 
 #include "cachecore/metadata/checksum.h"
@@ -24,7 +24,7 @@
 
 namespace cachecore {
 
-// ---- the workers
+// ---- the helper threads
 
 AsyncWorkers::AsyncWorkers(Engine::Impl& im, uint32_t threads, const char* name) : im_(im) {
   for (uint32_t i = 0; i < std::max(1u, threads); ++i) {
@@ -74,8 +74,7 @@ void AsyncWorkers::Loop(const char* name) {
     lock.Unlock();
     if (job.kind == AsyncJob::kContinue) job.next->Run();
     else if (job.kind == AsyncJob::kLeadSync) im_.LeadQueuedSync();
-    else if (job.kind == AsyncJob::kSyncMetadata) SyncMetadataOnce();
-    else im_.Answer(job.done, Execute(job));
+    else SyncMetadataOnce();  // kSyncMetadata: no request is queued here
     lock.Lock();
     if (--running_ == 0 && queue_.empty()) idle_cv_.notify_all();
   }
@@ -86,31 +85,9 @@ void AsyncWorkers::SyncMetadataOnce() {
   (void)im_.SyncMetadata();  // a failure is counted
 }
 
-Status AsyncWorkers::Execute(const AsyncJob& job) {
-  // After Shutdown, as the synchronous calls answer then.
-  if (im_.shut_down.load()) return Status::Busy("the cache is shut down");
-  LiveStats::Bump(im_.stats.on_workers);
-  switch (job.kind) {
-    case AsyncJob::kRead: return im_.ReadRequest(job.offset, job.buffer, job.length, job.bypass);
-    case AsyncJob::kWrite:
-      if (job.throttle) im_.ThrottleWrite(job.offset, job.length, job.bypass);
-      return im_.WriteRequest(job.offset, job.buffer, job.length, job.fua, job.bypass);
-    case AsyncJob::kDiscard: return im_.DiscardRequest(job.offset, job.length);
-    default: break;
-  }
-  return Status::InvalidArgument("unknown request");
-}
-
 AsyncState& Engine::Impl::Async() {
-  std::call_once(async_started, [this] { async.reset(new AsyncState(*this, WorkerCount())); });
+  std::call_once(async_started, [this] { async.reset(new AsyncState(*this)); });
   return *async;
-}
-
-AsyncWorkers& Engine::Impl::Workers() { return Async().workers; }
-
-uint32_t Engine::Impl::WorkerCount() const {
-  if (config.workers != 0) return config.workers;
-  return ServedOnReactors() ? 4 : 32;
 }
 
 void Engine::Impl::QueueMetadataSyncIf(bool due) {
@@ -274,7 +251,7 @@ void Engine::Impl::FinishReadHit(AsyncHit& hit) {
   bool bypass = hit.bypass;
   async->hits.Give(std::move(owned));
   if (proof.kind == ReadProof::kFailed) {
-    CountReads({length / kBlockSize, 0});  // as on the workers: a failed read is counted too
+    CountReads({length / kBlockSize, 0});  // a failed read is counted too
     return Answer(done, std::move(proof.status));
   }
   if (proof.kind == ReadProof::kRepair) {
@@ -334,7 +311,8 @@ bool Engine::Impl::TryWholeBlocksOnReactor(const AsyncJob& j, size_t& busy, cons
 void Engine::Impl::RunOnReactor(AsyncJob job, ParkedRequest* parked) {
   if (shut_down.load()) {
     // After Shutdown (a request parked across it too: Shutdown drains the
-    // workers, not the parked), answered as the workers answer then.
+    // engine's threads, not the parked), answered as the synchronous calls
+    // are then.
     if (parked != nullptr) async->parked.Give(std::unique_ptr<ParkedRequest>(parked));
     return Answer(job.done, Status::Busy("the cache is shut down"));
   }
@@ -364,23 +342,31 @@ void Engine::Impl::RunOnReactor(AsyncJob job, ParkedRequest* parked) {
 }
 
 // Woken on its reactor once the cleaning of its lines ends; when it ended
-// since the request looked, started over there at once (on a worker it
-// would let its stripes go between its wait and its origin I/O).
+// since the request looked, started over there at once.
 void Engine::Impl::ParkWhileCleaning(ParkedRequest& parked) {
   const AsyncJob& job = parked.job;
   const uint64_t first = job.offset / line_size, last = (job.offset + job.length - 1) / line_size;
   if (!slots.ParkWhileCleaning(first, last, &parked)) parked.Unparked();
 }
 
-// A request the reactor's paths refused. Refused because the store failed
-// (a write or trim needs it; the paths ask before they take anything): the
-// answer the workers would give, here. Otherwise the workers wait where a
-// reactor may not (a device whose requests wait).
+// A request the reactor's paths refused with nothing to wait for. Refused
+// because the store failed (a write or trim needs it; the paths ask before
+// they take anything): answered so. Otherwise a mode switch came between
+// two paths' looks (write-back saw another mode, the other paths then saw
+// write-back): started over a little later, when the mode reads the same
+// to all of them. A request refused over and over is a fault of the paths
+// (none is known): it fails, loudly, rather than wait for ever.
 void Engine::Impl::NotServedOnReactor(const AsyncJob& job) {
   if (job.kind != AsyncJob::kRead && dev.metadata->failed()) {
     return Answer(job.done, RefuseIfMetadataFailed(*this));
   }
-  Workers().Run(job);
+  constexpr uint16_t kMaxRefusals = 1000;  // 50 ms of retries
+  if (job.refusals >= kMaxRefusals) {
+    return Answer(job.done, Status::IoError("internal error: the request was refused by every path of the engine"));
+  }
+  AsyncJob again = job;
+  ++again.refusals;
+  RunLater(again, kStripeRetryDelay);
 }
 
 // ---- requests over kMaxOnReactor, in parts
@@ -482,7 +468,8 @@ void Engine::Impl::StopAsync() {
 }
 
 void Engine::Impl::RunOffReactor(const AsyncJob& job) {
-  if (!Async().own.Run(job)) Workers().Run(job);
+  Status why;
+  if (!Async().own.Run(job, why)) Answer(job.done, std::move(why));
 }
 
 void Engine::Impl::DrainWorkers() {
@@ -490,7 +477,6 @@ void Engine::Impl::DrainWorkers() {
   async->own.Drain();  // its requests may wait for what the rest runs
   async->continuations.Drain();
   async->committer.Drain();
-  async->workers.Drain();
   async->syncs.Drain();
 }
 
@@ -540,13 +526,10 @@ struct SyncCall final : EngineCompletion, ReactorTask {
   }
 };
 
-// Devices whose requests wait (libaio) would send it to the workers from
-// the reactor; without io_uring no reactor can be made: either way the
-// synchronous path serves it on this thread, as it would on a worker.
-Status RunSync(Engine& engine, Engine::Impl& im, const AsyncJob& job) {
-  Result<Reactor*> reactor = im.ServedOnReactors() ? ThreadsReactor(sync_depth)
-                                                    : Status::NotSupported("devices wait");
-  if (!reactor.ok()) return im.ServeOnCallersThread(job);
+// On a reactor of this thread's, run until the request is answered.
+Status RunSync(Engine& engine, const AsyncJob& job) {
+  Result<Reactor*> reactor = ThreadsReactor(sync_depth);
+  if (!reactor.ok()) return reactor.status();
   SyncCall call;
   call.engine = &engine;
   call.job = job;
@@ -559,33 +542,18 @@ Status RunSync(Engine& engine, Engine::Impl& im, const AsyncJob& job) {
 
 }  // namespace
 
-bool Engine::Impl::ServedOnReactors() const {
-  return dev.cache->submits_without_waiting() && dev.origin->submits_without_waiting();
-}
-
-Status Engine::Impl::ServeOnCallersThread(const AsyncJob& job) {
-  RequestInFlight counted(stats);
-  CACHECORE_RETURN_IF_ERROR(CheckRange(*this, job.offset, job.length));
-  if (job.kind == AsyncJob::kDiscard) return DiscardRequest(job.offset, job.length);
-  if (job.kind == AsyncJob::kWrite) CACHECORE_RETURN_IF_ERROR(RefuseIfMetadataFailed(*this));
-  const bool bypass = BypassAndHeat(job.offset, job.length);
-  if (job.kind == AsyncJob::kRead) return ReadRequest(job.offset, job.buffer, job.length, bypass);
-  ThrottleWrite(job.offset, job.length, bypass);
-  return WriteRequest(job.offset, job.buffer, job.length, job.fua, bypass);
-}
-
 Status Engine::Read(uint64_t offset, void* buffer, uint64_t length) {
-  return RunSync(*this, *impl_, {AsyncJob::kRead, offset, length, static_cast<uint8_t*>(buffer), false, false, nullptr});
+  return RunSync(*this, {AsyncJob::kRead, offset, length, static_cast<uint8_t*>(buffer), false, false, nullptr});
 }
 
 Status Engine::Write(uint64_t offset, const void* buffer, uint64_t length, bool fua) {
   // Only read from: the cast fits the job's one buffer field.
   auto* in = const_cast<uint8_t*>(static_cast<const uint8_t*>(buffer));
-  return RunSync(*this, *impl_, {AsyncJob::kWrite, offset, length, in, fua, false, nullptr});
+  return RunSync(*this, {AsyncJob::kWrite, offset, length, in, fua, false, nullptr});
 }
 
 Status Engine::Discard(uint64_t offset, uint64_t length) {
-  return RunSync(*this, *impl_, {AsyncJob::kDiscard, offset, length, nullptr, false, false, nullptr});
+  return RunSync(*this, {AsyncJob::kDiscard, offset, length, nullptr, false, false, nullptr});
 }
 
 void Engine::SyncAsync(EngineCompletion* done) {

@@ -1,5 +1,5 @@
 // The engine's asynchronous requests: what engine_async.cc (the entry
-// points, parking, parts, the workers), engine_async_write.cc (write-back
+// points, parking, parts, the helper threads), engine_async_write.cc (write-back
 // writes, the record committer), engine_async_miss.cc (misses),
 // engine_async_through.cc (writes in the other modes),
 // engine_async_trim.cc (trims) and engine_async_edges.cc (requests not in
@@ -14,9 +14,8 @@
 // committer and comes back; a failed cache write's rest goes to the
 // continuation thread (kContinue); a write to the origin or a trim over a
 // line being cleaned parks until the cleaning ends; a clean block to repair
-// is read again by the miss path, which holds its lines. Only devices whose
-// requests wait (libaio) send requests to the workers, whole, before
-// anything is decided.
+// is read again by the miss path, which holds its lines. No request runs
+// on a thread of its own.
 #pragma once
 
 #include <atomic>
@@ -30,8 +29,8 @@
 
 namespace cachecore {
 
-// Past this a request is not served on a reactor (it would hold many
-// stripes across its I/O); the workers batch it.
+// Past this a request is served in parts (whole, it would hold many
+// stripes across its I/O): SplitOnReactor.
 constexpr uint64_t kMaxOnReactor = 1 << 20;
 
 constexpr size_t kNoStripe = SIZE_MAX;
@@ -57,7 +56,7 @@ bool ReadOfBlockFailed(std::span<const AsyncIo> ios, const uint8_t* block);
 
 struct AsyncJob {
   enum Kind {
-    kRead, kWrite, kDiscard,  // a request, by the synchronous paths
+    kRead, kWrite, kDiscard,  // a request, on a reactor
     kLeadSync,  // runs a group commit for asynchronous waiters
     kSyncMetadata,  // syncs the store (so many evictions wait for a sync)
     kContinue,  // `next` runs; it answers its request itself
@@ -69,8 +68,13 @@ struct AsyncJob {
   ReactorTask* next = nullptr;
   bool throttle = false;  // a write from off a reactor: throttled where it runs
   bool not_a_hit = false;  // a read whose hit found a block to repair: by the miss path
+  uint16_t refusals = 0;  // times every path refused it with nothing to wait for
 };
 
+// Threads for what must not run on a reactor, as jobs in a queue: the rest
+// of a request whose cache write failed (kContinue), the group commit's
+// rounds (kLeadSync), a sync that bounds unsynced evictions (kSyncMetadata).
+// Never a request of its own.
 class AsyncWorkers {
  public:
   // `name`: the threads' name (NameThisThread).
@@ -86,7 +90,6 @@ class AsyncWorkers {
 
  private:
   void Loop(const char* name);
-  Status Execute(const AsyncJob& job);
   void SyncMetadataOnce();
 
   Engine::Impl& im_;
@@ -112,9 +115,9 @@ class OwnReactor {
   explicit OwnReactor(Engine::Impl& im);
   ~OwnReactor();
   // Takes the request (answered on the engine's reactor); false, with
-  // nothing done, when its devices wait (libaio), no reactor can be made
-  // (io_uring disabled) or it is stopped: the workers serve it then.
-  bool Run(const AsyncJob& job);
+  // nothing done, when no reactor can be made (Reactor::Create's error in
+  // `why`) or it is stopped.
+  bool Run(const AsyncJob& job, Status& why);
   // Returns once every request it took is answered (Engine::Shutdown).
   void Drain();
   // Takes no more, waits until every request it took is answered, then
@@ -123,7 +126,7 @@ class OwnReactor {
 
  private:
   struct Posted;
-  bool Started();
+  bool Started(Status& why);
   void Serve(Posted& posted);
   void Answered(Posted& posted, Status status);
 
@@ -132,7 +135,6 @@ class OwnReactor {
   std::condition_variable idle_;
   uint64_t outstanding_ GUARDED_BY(mu_) = 0;
   bool stopped_ GUARDED_BY(mu_) = false;
-  bool unavailable_ GUARDED_BY(mu_) = false;
   std::unique_ptr<Reactor> reactor_;  // set once, under mu_
   std::thread thread_;
   std::unique_ptr<RequestPool<Posted>> pool_;
@@ -316,7 +318,7 @@ struct AsyncWrite final : IoCompletion, ReactorTask, CommitJob {
   void IoDone(AsyncIo&) override {
     if (--pending == 0) im->WriteBackLanded(*this);
   }
-  // On a worker, after a cache write failed: the rest blocks.
+  // On the continuation thread, after a cache write failed: the rest blocks.
   void Run() override { im->FinishWriteBack(*this); }
   void AddRecords(MetadataStore::Batch& batch) override {
     if (announcing) return im->MarkAnnouncements(*this, batch);
@@ -372,15 +374,14 @@ struct AsyncMiss final : IoCompletion, CommitJob {
     im->AddLineRecords(promoted, emptied, batch);
   }
   // A dropped stable block's durable record vouches for its old data until
-  // the new one is synced (as PutRecord's sync on the workers).
+  // the new one is synced.
   bool NeedsSync() const override { return sync_records; }
   Engine::Impl::PendingAnswer Committed(const Status&) override { return im->FinishMiss(*this); }
 };
 
 // One write in a mode other than write-back (or bypassing the cache in
 // write-back) served on a reactor: the origin write, then the cached
-// copies, then their records, as ThroughSegment does, for all its lines at
-// once. Its stripes are held exclusively from its decision to its records.
+// copies, then their records, for all its lines at once. Its stripes are held exclusively from its decision to its records.
 struct AsyncThrough final : IoCompletion, ReactorTask, CommitJob {
   enum Phase { kAnnouncing, kOrigin, kCopies, kRecording };
   Engine::Impl* im = nullptr;
@@ -483,22 +484,19 @@ class RecordCommitter {
 };
 
 struct AsyncState {
-  AsyncState(Engine::Impl& im, uint32_t threads)
+  explicit AsyncState(Engine::Impl& im)
       : own(im),
-        workers(im, threads, "cachectl-worker"),
         committer(im),
         continuations(im, 1, "cachectl-rest"),
         syncs(im, 1, "cachectl-sync") {}
   // Runs what is queued and joins every thread: the engine's own reactor
   // (its requests use the rest), the continuations, then the committer,
-  // then the workers (each may hand a FUA write's sync to the sync thread),
   // then the sync thread; called while the engine's `async` still points
   // here (what runs meanwhile uses it).
   void Stop() {
     own.Stop();
     continuations.Stop();
     committer.Stop();
-    workers.Stop();
     syncs.Stop();
   }
   RequestPool<AsyncHit> hits;
@@ -513,12 +511,10 @@ struct AsyncState {
   RequestPool<DelayedRequest> delayed;
   std::atomic<bool> metadata_sync_queued{false};  // one kSyncMetadata job at a time
   OwnReactor own;
-  AsyncWorkers workers;
   RecordCommitter committer;
   // The rests of requests that hold stripes and an epoch (kContinue): on a
-  // thread of their own, never queued behind workers that may be blocked on
-  // exactly what they hold (requests for the same lines, syncs waiting for
-  // the epoch). What they run waits for no worker.
+  // thread of their own, never queued behind anything that may wait for
+  // exactly what they hold (syncs waiting for the epoch).
   AsyncWorkers continuations;
   // The group commit's rounds for asynchronous waiters (kLeadSync) and the
   // syncs that bound unsynced evictions (kSyncMetadata): on a thread of

@@ -12,7 +12,7 @@
 // exclusively first (parking on a busy one), reads those blocks' other
 // bytes (from the cache when valid there, proven by their checksums; else
 // from the origin, where only a holder of the stripe writes a block not
-// valid in the cache; a trim on the workers discards the origin after
+// valid in the cache; a trim discards the origin after
 // letting its stripes go, and a block it trims may then read back as
 // before, which a trim allows), copies the caller's bytes in, and hands the
 // stripes to the whole-block write.
@@ -22,8 +22,7 @@
 // write to the origin takes only the caller's bytes. A whole-block write
 // refused (lines that go each their own way, a line being cleaned, a failed
 // store) lets the stripes go and runs again line by line, waits for the
-// cleaning, or is answered; only an origin whose requests wait sends the
-// request to the workers, as the caller sent it.
+// cleaning, or is answered.
 #include <algorithm>
 #include <cstring>
 
@@ -57,11 +56,7 @@ bool Engine::Impl::TryEdgesAsync(const AsyncJob& job, size_t& busy) {
       state.edges.Give(std::move(e));
       return false;
     }
-    if (!PlanEdgeReads(*e)) {
-      ReleaseStripes(e->stripes, true);
-      state.edges.Give(std::move(e));
-      return false;
-    }
+    PlanEdgeReads(*e);
     e->pending = e->ios.size() + 1;
     for (size_t i = 0; i < e->ios.size(); ++i) {
       (e->edges[i].from_cache ? *dev.cache : *dev.origin).Submit(e->ios[i]);
@@ -80,9 +75,9 @@ bool Engine::Impl::TryEdgesAsync(const AsyncJob& job, size_t& busy) {
   return true;
 }
 
-// The partial blocks' reads, into their places in the buffer: FillEdges's
-// sources. False when the origin's requests would wait on the reactor.
-bool Engine::Impl::PlanEdgeReads(AsyncEdges& e) {
+// The partial blocks' reads, into their places in the buffer: from the
+// cache where it holds the block, else from the origin.
+void Engine::Impl::PlanEdgeReads(AsyncEdges& e) {
   e.ios.clear();
   e.edges.clear();
   auto read = [&](uint64_t block_offset) {
@@ -102,9 +97,6 @@ bool Engine::Impl::PlanEdgeReads(AsyncEdges& e) {
   if ((e.job.offset + e.job.length) % kBlockSize && (last != first || e.job.offset % kBlockSize == 0)) {
     read(last);
   }
-  bool from_origin = false;
-  for (const AsyncEdges::Edge& edge : e.edges) from_origin = from_origin || !edge.from_cache;
-  return !from_origin || dev.origin->submits_without_waiting();
 }
 
 // As ProveReads for a write's partial blocks: failed reads counted; a
@@ -141,16 +133,14 @@ void Engine::Impl::WriteWithEdges(AsyncEdges& e) {
   if (shut_down.load()) return EdgesElsewhere(e, /*by_line=*/false);
   ReadProof proof = ProveEdges(e);
   if (proof.kind == ReadProof::kFailed) return FailEdges(e, std::move(proof.status));
-  if (proof.kind == ReadProof::kRepair && !RereadEdgesFromOrigin(e)) {
-    if (e.unread.empty()) return EdgesElsewhere(e, /*by_line=*/false);  // the origin's requests would wait
-    return WriteWithUnreadEdges(e);
-  }
+  if (proof.kind == ReadProof::kRepair && !RereadEdgesFromOrigin(e)) return WriteWithUnreadEdges(e);
   if (proof.kind == ReadProof::kRepair) return;  // back here once the origin's copies are in
   std::memcpy(e.bounce.data() + (e.job.offset - e.begin), e.job.buffer, e.job.length);
   const AsyncJob whole{AsyncJob::kWrite, e.begin, e.end - e.begin, e.bounce.data(), e.job.fua, e.job.bypass, &e};
   size_t busy = kNoStripe;  // the stripes are held: none is busy
-  // Counted once the write takes the repaired blocks (refused, the workers
-  // find and count them again); `e` may be answered before the call returns.
+  // Counted once the write takes the repaired blocks (refused, the request
+  // starts over and counts them then); `e` may be answered before the call
+  // returns.
   const uint64_t repaired = std::count_if(e.edges.begin(), e.edges.end(),
                                           [](const AsyncEdges::Edge& edge) { return edge.failed_checksum; });
   if (TryWholeBlocksOnReactor(whole, busy, &e.stripes)) {  // the stripes are the write's now
@@ -183,11 +173,11 @@ bool Engine::Impl::NoteUnreadEdges(AsyncEdges& e) {
 
 // Partial blocks whose origin reads failed (counted), in e.unread: their
 // other bytes are not known. A write of one line whose blocks hold dirty
-// data (which must go to the cache, WriteSegment's rule) fails with the
+// data (which must go to the cache: dirty blocks are only there) fails with the
 // origin's error, nothing written (over several lines, each line goes its
 // own way);
 // any other, in write-back too, writes only the caller's bytes to the
-// origin (as ThroughSegment does), the cached copies of its other blocks
+// origin, the cached copies of its other blocks
 // updated and the unknown blocks dropped from the cache.
 void Engine::Impl::WriteWithUnreadEdges(AsyncEdges& e) {
   if (EdgeWriteCoversDirtyData(e)) {
@@ -235,9 +225,9 @@ bool Engine::Impl::EdgeWriteCoversDirtyData(const AsyncEdges& e) {
 // checksum, as any write over a cached block does): only those reads are
 // submitted again, the blocks proven stay in the buffer. False, with
 // nothing submitted, when an origin read failed (e.unread then lists the
-// blocks not known) or the origin's requests would wait on the reactor.
+// blocks not known).
 bool Engine::Impl::RereadEdgesFromOrigin(AsyncEdges& e) {
-  if (NoteUnreadEdges(e) || !dev.origin->submits_without_waiting()) return false;
+  if (NoteUnreadEdges(e)) return false;
   size_t kept = 0;
   for (size_t i = 0; i < e.ios.size(); ++i) {
     AsyncEdges::Edge edge = e.edges[i];
@@ -269,16 +259,15 @@ bool Engine::Impl::RereadEdgesFromOrigin(AsyncEdges& e) {
 // a read-modify-write of its own. Otherwise: after Shutdown answered as
 // the synchronous calls are; a line being cleaned (whose origin write the
 // cleaner's older copy could overtake) waited for, then started over; the
-// rest as NotServedOnReactor says (a failed store; an origin whose
-// requests wait: the workers, as the caller sent it).
+// rest as NotServedOnReactor says (a failed store; a mode switch under
+// way).
 void Engine::Impl::EdgesElsewhere(AsyncEdges& e, bool by_line) {
   const AsyncJob job = e.job;
   const uint64_t first = e.segments.empty() ? 0 : e.segments.front().line;
   const uint64_t last = e.segments.empty() ? 0 : e.segments.back().line;
   // Asked with the stripes still held: no cleaning of these lines begins
   // meanwhile, so a refusal for none is not taken for one.
-  const bool cleaning = !e.segments.empty() && dev.origin->submits_without_waiting() &&
-                        slots.AnyBeingCleaned(first, last);
+  const bool cleaning = !e.segments.empty() && slots.AnyBeingCleaned(first, last);
   ReleaseStripes(e.stripes, true);
   async->edges.Give(std::unique_ptr<AsyncEdges>(&e));
   if (by_line) return SplitOnReactor(job, line_size);

@@ -1,18 +1,16 @@
 // Reads that miss, on the reactor. A read of whole blocks in memory fit for
-// direct I/O, whose origin's requests do not wait on a reactor (io_uring,
-// NBD, memory), is served on the reactor that took it: its
+// direct I/O is served on the reactor that took it: its
 // stripes tried exclusively; its cached runs read from the cache and its
 // missing runs from the origin, all in flight at once; once they land the
 // cached blocks proven by their checksums, the counts, and the missing
 // blocks written into the cache from the caller's buffer; once those land,
 // the blocks marked valid and clean, and the records put by the committer
 // (a victim's delete ahead of its slot's new record), which lets the
-// stripes go and answers. The same steps as ReadBatch and PromoteBatch on a
-// worker, except that a line finding neither a free slot nor a clean
-// victim is not promoted (a worker would clean a dirty victim inline). A
-// failed origin read, or a dirty block the cache cannot give back, fails
-// the read on the reactor (counted, as on the workers); a clean block not
-// proven is read from the origin, then dropped and promoted afresh.
+// stripes go and answers. A line finding neither a free slot nor a clean
+// victim is not promoted (no request cleans a dirty victim). A failed
+// origin read, or a dirty block the cache cannot give back, fails the read
+// on the reactor (counted); a clean block not proven is read from the
+// origin, then dropped and promoted afresh.
 #include <algorithm>
 
 #include "cachecore/metadata/checksum.h"
@@ -45,7 +43,7 @@ void AppendBlock(std::vector<AsyncIo>& ios, long& last, IoOp op, uint64_t offset
 bool Engine::Impl::TryReadMissAsync(uint64_t offset, uint8_t* out, uint64_t length, bool bypass,
                                     EngineCompletion* done, size_t& busy) {
   if (offset % kBlockSize || length % kBlockSize || length > kMaxOnReactor ||
-      reinterpret_cast<uintptr_t>(out) % kSectorSize || !dev.origin->submits_without_waiting()) {
+      reinterpret_cast<uintptr_t>(out) % kSectorSize) {
     return false;
   }
   AsyncState& state = Async();
@@ -118,7 +116,7 @@ void Engine::Impl::SubmitMissIos(AsyncMiss& m) {
 void Engine::Impl::MissLanded(AsyncMiss& m) {
   if (m.promoting) return PromotionLanded(m);
   if (!m.repairing) {
-    // Counted as the workers count: cached blocks as hits, repaired or not.
+    // Cached blocks count as hits, repaired or not.
     m.tally.hits = std::count(m.cached.begin(), m.cached.end(), 1);
     m.tally.misses = m.cached.size() - m.tally.hits;
   }

@@ -1,14 +1,13 @@
 // Writes that go to the origin, on the reactor: write-through,
 // write-around, read-only and pass-through writes, and writes that bypass
 // the cache in write-back (sequential cutoff). A write of whole blocks in
-// memory fit for direct I/O, whose origin's requests do not wait on a
-// reactor, over lines holding no dirty data in its blocks (those go to the
+// memory fit for direct I/O, over lines holding no dirty data in its blocks (those go to the
 // cache whatever the mode: written back, the stripes handed over, or line
 // by line when only some lines hold dirty data) and not being cleaned (the
 // cleaner's older copy could land over it: it parks until the cleaning
 // ends, and starts over), is
-// served on the reactor that took it, in ThroughSegment's order for all its
-// lines at once:
+// served on the reactor that took it, in this order for all its lines at
+// once:
 //   1. announcements: a cached block a sync may promise as clean is marked
 //      fresh, and its record put and synced before the origin changes
 //      (rule 2), as is an eviction of one of its lines not yet synced; the
@@ -46,8 +45,7 @@ bool Engine::Impl::TryWriteThroughAsync(uint64_t offset, const uint8_t* in, uint
   const CacheMode mode = EffectiveMode();
   if ((mode == CacheMode::kWriteBack && !bypass) || dev.metadata->failed() ||
       offset % kBlockSize || length % kBlockSize ||
-      length > kMaxOnReactor || reinterpret_cast<uintptr_t>(in) % kSectorSize ||
-      !dev.origin->submits_without_waiting()) {
+      length > kMaxOnReactor || reinterpret_cast<uintptr_t>(in) % kSectorSize) {
     return false;
   }
   AsyncState& state = Async();
@@ -75,7 +73,8 @@ bool Engine::Impl::TryWriteThroughAsync(uint64_t offset, const uint8_t* in, uint
   }
   if (dirty_segments > 0) {
     // Dirty blocks are only on the cache: whatever the mode, a write to them
-    // goes there (WriteSegment's rule). With every line dirty it is written
+    // goes there (written to the origin, it would be undone when the
+    // cache's older dirty copy is cleaned over it). With every line dirty it is written
     // back, the stripes handed over; with some, line by line, each line its
     // own way.
     const bool all = dirty_segments == t->segments.size();
@@ -123,8 +122,7 @@ bool Engine::Impl::TryWriteThroughAsync(uint64_t offset, const uint8_t* in, uint
   return true;
 }
 
-// The policy hears of a hit on a line with a valid block in the range, as
-// Lookup tells it on the workers.
+// The policy hears of a hit on a line with a valid block in the range.
 void Engine::Impl::NoteThroughHits(AsyncThrough& t) {
   t.hit_slots.clear();
   for (size_t i = 0; i < t.segments.size(); ++i) {
@@ -190,8 +188,8 @@ void Engine::Impl::ThroughLanded(AsyncThrough& t) {
 // origin error, or in a mode that keeps no copy of written data, the cached
 // blocks are dropped: the cached copy may be older than the origin; so are
 // blocks whose bytes are not all known, and a line holding one is not
-// cached (as ThroughSegment takes no slot for partial blocks). One cache
-// write per run of blocks, as UpdateCachedBlocks does.
+// cached (no slot is taken for partial blocks). One cache write per run of
+// blocks.
 void Engine::Impl::WriteThroughCopies(AsyncThrough& t) {
   t.phase = AsyncThrough::kCopies;
   const bool keep = t.keep_copies && t.result.ok();

@@ -53,7 +53,10 @@ bool Engine::Impl::TryTrimAsync(uint64_t offset, uint64_t length, EngineCompleti
   return true;
 }
 
-// DiscardSegment's drops, for every line of the trim that is cached.
+// The trim's drops, for every line of it that is cached: whole blocks
+// dropped, dirty or not; a block covered in part dropped when clean (the
+// origin's copy, discarded too, is then the only one) and kept when dirty
+// (cleaning rewrites it whole).
 void Engine::Impl::DropTrimmedBlocks(AsyncTrim& t) {
   t.slots.clear();
   slots.FindEach(t.segments.size(), [&t](size_t i) { return t.segments[i].line; }, t.slots);

@@ -6,7 +6,7 @@
 // clean victim), after the announcement when there is one; its cache
 // writes on the reactor's ring (adjacent lines in one), and once they land
 // its blocks marked dirty and its records put (a victim's delete ahead of
-// them), as WriteBackBatch does on a worker. The same order holds: data,
+// them). The same order holds: data,
 // then record, then the answer. Lines that cannot be placed so send the
 // write around the cache (none of its lines cached, and no room) or line
 // by line, each line a request of its own; a failed cache write's rest
@@ -65,10 +65,8 @@ Engine::Impl::Placement Engine::Impl::PlaceLines(AsyncWrite& w) {
   }
   if (!admission.AdmitsEveryMiss()) {
     // A miss filter records each miss once: a line not cached decides in a
-    // request of its own, and only where the write then stays (around the
-    // cache, when not admitted, needs the origin's requests not to wait).
+    // request of its own.
     if (w.segments.size() > 1) return Placement::kByLine;
-    if (!dev.origin->submits_without_waiting()) return Placement::kElsewhere;
     if (!admission.AdmitOnMiss(w.segments[0].line)) return Placement::kNotAdmitted;
   }
   w.placed_lines.clear();
@@ -136,9 +134,13 @@ bool Engine::Impl::TryWriteBackAsync(uint64_t offset, const uint8_t* in, uint64_
   }
   w->slots.clear();
   slots.FindEach(w->segments.size(), [&w](size_t i) { return w->segments[i].line; }, w->slots);
-  // Held from the decision to the records (see WriteBackSegment).
+  // Held from the decision to the records: a sync that begins meanwhile
+  // waits, and covers this write whole (see SlotTable::EnterWrite).
   w->epoch = slots.EnterWrite();
-  // The mode again once the epoch is held (see WriteBackWanted). A write
+  // The mode again once the epoch is held: SetMode's sync waits for writes
+  // that hold one, so a write that saw write-back and enters its epoch
+  // after the switch goes through instead of making a line dirty behind
+  // the switch's flush (ModeSwitchTest). A write
   // that announces places its lines once announced, back on its reactor (a
   // failed announcement would leave new slots and their victims half done);
   // one whose stripes were handed over does not (if they could not be

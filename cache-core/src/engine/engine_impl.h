@@ -49,7 +49,6 @@ struct Segment {
   bool block_aligned() const { return begin % kBlockSize == 0 && end % kBlockSize == 0; }
 };
 
-struct LineBatch;  // engine_batch.cc
 struct CleanJob;   // engine_cleaner.cc
 struct MoverState;  // engine_mover.cc
 class AsyncWorkers;  // engine_async.h
@@ -98,15 +97,10 @@ struct Engine::Impl {
   }
 
   // ---- slots (engine_lines.cc; the state is the slot table's)
-  // A slot for a request's `line` (caller holds its stripe): a free one, or
-  // a clean victim's (SlotTable::Allocate). Nothing, counted as
-  // bypassed_no_space, when neither is at hand: the request goes around.
-  std::optional<uint32_t> Allocate(uint64_t line);
-  // The same for a caller that holds the stripes `held` (sorted): a victim
-  // in them needs no lock, and the lines of `keep` are never victims.
-  std::optional<uint32_t> Allocate(uint64_t line, std::span<const size_t> held,
-                                   std::span<const Segment> keep);
-  // The same for no request (the mover's fills): nothing is counted.
+  // A slot for the mover's fill of `line`: a free one, or a clean victim's
+  // (SlotTable::Allocate); the caller holds the stripes `held` (sorted: a
+  // victim in them needs no lock), and the lines of `keep` are never
+  // victims. Nothing when neither is at hand.
   std::optional<uint32_t> TakeSlot(uint64_t line, std::span<const size_t> held,
                                    std::span<const Segment> keep);
   // Applies `batch` to the store (synced with `sync`), then frees the slots
@@ -126,11 +120,6 @@ struct Engine::Impl {
   // past the cutoff (counted); otherwise its range is heat for placement.
   // Once per request: the stream detector sees each one.
   bool BypassAndHeat(uint64_t offset, uint64_t length);
-  // A checked read or write, its bypass decided: batched when it can be,
-  // line by line otherwise, counted into the stats.
-  Status ReadRequest(uint64_t offset, uint8_t* out, uint64_t length, bool bypass);
-  Status WriteRequest(uint64_t offset, const uint8_t* in, uint64_t length, bool fua, bool bypass);
-  Status DiscardRequest(uint64_t offset, uint64_t length);  // checks its range
   Status SyncRequest();
   void CountReads(const Tally& tally);
   // An asynchronous request's answer: counted out of flight, then `done`.
@@ -168,7 +157,7 @@ struct Engine::Impl {
   // What a reactor read's I/O proved, every failed read counted (the cache's
   // towards its error threshold): kProven; kFailed with the answer (an
   // origin read failed, or a dirty block, which only the cache holds, could
-  // not be read or fails its checksum: as on the workers, not retried); or
+  // not be read or fails its checksum: not retried); or
   // kRepair, a clean block not proven (the miss path reads it from the
   // origin and writes it back). `on_origin` per read, `cached` per block: nullptr
   // when every read and block is the cache's.
@@ -186,14 +175,15 @@ struct Engine::Impl {
   // (AsyncEdges); taken over when this returns true, still the caller's
   // when false.
   // `dirty_lines`: every line of it holds dirty data in the blocks it
-  // writes, which go to the cache whatever the mode (as WriteSegment's do).
+  // writes, which go to the cache whatever the mode (dirty blocks are only
+  // on the cache).
   bool TryWriteBackAsync(uint64_t offset, const uint8_t* in, uint64_t length, bool fua,
                          bool bypass, EngineCompletion* done, size_t& busy,
                          const std::vector<size_t>* held = nullptr, bool dirty_lines = false);
   // Its steps: whether each line may be written without an announcement;
-  // the cache writes; once they land, the records (on a worker when a write
-  // failed), the epoch and stripes let go, and the answer (after a group
-  // commit on a worker for FUA).
+  // the cache writes; once they land, the records (on the continuation
+  // thread when a write failed), the epoch and stripes let go, and the
+  // answer (after a group commit for FUA).
   bool WritableWithoutAnnouncing(const AsyncWrite& write) const;
   enum class Placement { kPlaced, kNoSpace, kNotAdmitted, kByLine, kElsewhere };
   Placement PlaceLines(AsyncWrite& write);
@@ -270,21 +260,18 @@ struct Engine::Impl {
   void DiscardTrimmedOrigin(AsyncTrim& t);
   void TrimDiscarded(AsyncTrim& t);
   void FinishTrim(AsyncTrim& t, Status result);
-  // A read, write or trim taken on a reactor: served there when
-  // it can be, parked on a busy stripe until its holder lets go and then
-  // tried again (`parked`: the request, when this is that retry), or run
-  // on the workers.
+  // A read, write or trim taken on a reactor: served there when it can
+  // be, parked on a busy stripe until its holder lets go (or on a line
+  // being cleaned until the cleaning ends) and then tried again (`parked`:
+  // the request, when this is that retry).
   void RunOnReactor(AsyncJob job, ParkedRequest* parked);
+  // A request every path refused with nothing to wait for: answered when
+  // the store failed, otherwise started over a little later (a mode switch
+  // between two paths' looks), a bounded number of times.
   void NotServedOnReactor(const AsyncJob& job);
   void ParkWhileCleaning(ParkedRequest& parked);
-  // A request made off any reactor: on the engine's own, else the workers.
+  // A request made off any reactor: on the engine's own.
   void RunOffReactor(const AsyncJob& job);
-  // Whether requests can be served on a reactor: both devices submit
-  // without waiting (io_uring, NBD, memory; not libaio).
-  bool ServedOnReactors() const;
-  // A synchronous caller's request by the synchronous paths, on its own
-  // thread: devices whose requests wait, or no io_uring for a reactor.
-  Status ServeOnCallersThread(const AsyncJob& job);
   // A request held back (throttled, or for a stripe), on its reactor once
   // its delay passed; RunLater holds one back.
   void RunLater(const AsyncJob& job, std::chrono::microseconds delay);
@@ -308,7 +295,7 @@ struct Engine::Impl {
   // partial blocks' other bytes read; once they land (back on the
   // reactor), proven, the caller's bytes copied in, and the whole blocks
   // written with the stripes handed over; the answer copied out.
-  bool PlanEdgeReads(AsyncEdges& edges);
+  void PlanEdgeReads(AsyncEdges& edges);
   void WriteWithEdges(AsyncEdges& edges);
   ReadProof ProveEdges(const AsyncEdges& edges);
   bool RereadEdgesFromOrigin(AsyncEdges& edges);
@@ -354,70 +341,29 @@ struct Engine::Impl {
   void EndEvictions(ReactorEvictions& evictions);
   // The engine's asynchronous state (engine_async.cc), started on first use.
   AsyncState& Async();
-  AsyncWorkers& Workers();
-  // EngineConfig::workers, or the automatic count it stands for.
-  uint32_t WorkerCount() const;
   // Queues a sync of the store when `due` (too many evictions wait for
   // one) and none is queued yet.
   void QueueMetadataSyncIf(bool due);
-  // Waits until the workers have nothing queued or running (if started).
+  // Waits until the engine's own reactor and its helper threads have
+  // nothing queued or running (if started).
   void DrainWorkers();
   // Runs what is queued and joins the asynchronous threads (if started),
   // while `async` still points to their state (what runs meanwhile uses it).
   void StopAsync();
 
-  // ---- I/O of one line segment (engine_io.cc)
-  Status ReadSegment(const Segment& seg, uint8_t* out, bool bypass, Tally& tally);
-  Status WriteSegment(const Segment& seg, const uint8_t* in, bool bypass, Tally& tally);
-  // ---- requests over several lines as batches (engine_batch.cc)
-  // Whole blocks, memory fit for direct I/O, more than one line.
-  bool Batchable(uint64_t offset, const void* buffer, uint64_t length) const;
-  // A read over several lines: cached runs in one batch of cache reads,
-  // missing runs in one of origin reads, then promoted in one batch. False,
-  // with nothing counted or changed, when it does not apply or a cached
-  // block cannot be read or proven: the caller then reads line by line,
-  // which repairs and reports. Otherwise `result` is the read's outcome.
-  bool ReadBatch(uint64_t offset, uint8_t* out, uint64_t length, bool bypass, Tally& tally,
-                 Status& result);
-  // A write-back write over several lines: data in one batch of cache
-  // writes, then the records in one metadata batch. False when it does not
-  // apply (the caller writes line by line); otherwise `result` is the
-  // request's outcome.
-  bool WriteBackBatch(uint64_t offset, const uint8_t* in, uint64_t length, bool bypass,
-                      Tally& tally, Status& result);
-  void HoldLines(uint64_t offset, uint64_t length, LineBatch& batch);
-  void ReleaseLines(const LineBatch& batch);
-  // Counts the batch's cached and missing blocks into `tally` and tells the
-  // policy of a hit on each cached line. Returns the cached blocks.
-  uint64_t NoteHits(const LineBatch& batch, Tally& tally);
-  std::optional<uint32_t> AllocateInBatch(LineBatch& batch, size_t segment);
-  void PromoteBatch(const uint8_t* data, LineBatch& batch);
-  bool FlushBeforeAnnouncing(const LineBatch& batch, uint64_t epoch);
+  // ---- a block's life in the cache (engine_blocks.cc)
   // The cache device failed a write-back write of flush epoch `epoch`: the
   // data goes to the origin, durably, and the blocks leave the cache.
   // `count`: the failed write is counted here (once per write, which may
   // have covered several segments).
   Status CacheWriteFailed(const Segment& seg, uint32_t slot, const uint8_t* data, uint64_t epoch,
                           bool count);
-  Status DiscardSegment(const Segment& seg);
-  Status WriteBackSegment(const Segment& seg, std::optional<uint32_t> slot, uint8_t* window);
   // A write-back write's blocks of `seg` landed in the slot from `data` in
   // flush epoch `epoch`: marks them dirty (its stripe held).
   void MarkSegmentDirty(const Segment& seg, uint32_t slot, const uint8_t* data, uint64_t epoch);
   // A promotion's cache write landed (or failed: counted): marks its blocks
   // valid and clean in flush epoch `epoch` (their stripes held).
   void MarkPromoted(const IoRequest& write, uint64_t epoch);
-  bool WriteBackWanted(uint32_t slot, uint32_t b0, uint32_t b1) const;
-  Status ThroughSegment(const Segment& seg, std::optional<uint32_t> slot, uint8_t* window,
-                        CacheMode mode, bool allocate);
-  // Writes blocks [b0,b1) of `window` into the slot as clean, current data.
-  void UpdateCachedBlocks(uint32_t slot, uint32_t b0, uint32_t b1, const uint8_t* window,
-                          bool only_valid);
-  // Reads blocks [b0,b1) of a cached line into `window` and verifies each;
-  // a clean block that fails comes from the origin (and is repaired).
-  Status ReadCachedBlocks(uint64_t line, uint32_t slot, uint32_t b0, uint32_t b1, uint8_t* window);
-  // Fills the partial edge blocks of `seg` in `window` from cache or origin.
-  Status FillEdges(const Segment& seg, std::optional<uint32_t> slot, uint8_t* window);
   Status SyncAll();
   // SyncAll for clients (flushes and FUA writes), as a group commit: a
   // caller that arrives while one runs waits for the next, which then runs
@@ -429,7 +375,7 @@ struct Engine::Impl {
   // The same for an asynchronous request: returns at once; `done` is
   // answered (Answer) by the thread that ran the sync that covered it.
   void GroupSyncAsync(EngineCompletion* done);
-  // A worker's turn to run a sync for asynchronous waiters (none may be
+  // The sync thread's turn to run a sync for asynchronous waiters (none may be
   // left by then, or a sync may be running: then nothing).
   void LeadQueuedSync();
   struct SyncWaiter {  // a caller waiting for the next sync
@@ -445,15 +391,15 @@ struct Engine::Impl {
     std::condition_variable ended;
     uint64_t asked GUARDED_BY(mu) = 0;  // tickets handed out
     bool running GUARDED_BY(mu) = false;
-    bool lead_queued GUARDED_BY(mu) = false;  // a worker will run a sync for asynchronous waiters
+    bool lead_queued GUARDED_BY(mu) = false;  // the sync thread will run a sync for asynchronous waiters
     std::vector<SyncWaiter*> waiting GUARDED_BY(mu);
   } sync_group;
-  // A sync round, run by a synchronous caller or a worker for the
+  // A sync round, run by a synchronous caller or the sync thread for the
   // asynchronous ones. Begin: the round covers every ticket asked so far
   // (returned). Run (the lock released): SyncAll, then End and the answers.
   // End, with its status: settles the waiters it covers (the asynchronous
   // ones are appended to `answered`), wakes the synchronous ones, and
-  // returns whether a worker must run the next round (only asynchronous
+  // returns whether the sync thread must run the next round (only asynchronous
   // waiters are left). Then, without the lock, the answers.
   uint64_t BeginSyncRound() REQUIRES(sync_group.mu);
   Status RunSyncRound(uint64_t covers) EXCLUDES(sync_group.mu);
@@ -518,10 +464,9 @@ struct Engine::Impl {
   // A write's wait, counted in throttled_writes when there is one; none
   // for a write that adds no dirty line (one that bypasses the cache, or
   // one over lines all dirty already: slowing a rewrite of dirty data
-  // keeps no clean line at hand). ThrottleWrite sleeps it (the synchronous
-  // paths), a reactor sets a timer.
+  // keeps no clean line at hand). The reactor holds the write back on a
+  // timer for that long.
   std::chrono::microseconds Throttle(uint64_t offset, uint64_t length, bool bypass);
-  void ThrottleWrite(uint64_t offset, uint64_t length, bool bypass);
 
   // ---- recovery (engine_recovery.cc)
   // Fills the slot table from the store (reads only). Slots whose records
@@ -625,7 +570,7 @@ struct Engine::Impl {
   std::thread mover;
 
   // Asynchronous requests (engine_async.cc; deleted there, where the types
-  // are whole). ~Impl stops the workers before anything else.
+  // are whole). ~Impl stops their threads before anything else.
   struct AsyncDeleter {
     void operator()(AsyncState* state) const;
   };

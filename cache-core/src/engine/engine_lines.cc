@@ -121,18 +121,6 @@ Status Engine::Impl::Commit(RecordBatch& batch, bool sync) {
   return s;
 }
 
-std::optional<uint32_t> Engine::Impl::Allocate(uint64_t line) {
-  const size_t my_stripe = StripeIndex(line);
-  return Allocate(line, {&my_stripe, 1}, {});
-}
-
-std::optional<uint32_t> Engine::Impl::Allocate(uint64_t line, std::span<const size_t> held,
-                                               std::span<const Segment> keep) {
-  std::optional<uint32_t> slot = TakeSlot(line, held, keep);
-  if (!slot) LiveStats::Bump(stats.bypassed_no_space);
-  return slot;
-}
-
 std::optional<uint32_t> Engine::Impl::TakeSlot(uint64_t line, std::span<const size_t> held,
                                                std::span<const Segment> keep) {
   StripeVictims victims(*this, held, keep);

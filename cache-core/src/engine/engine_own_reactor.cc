@@ -1,8 +1,7 @@
 // The engine's own reactor: requests made off any reactor (a caller's own
 // thread) are posted to it and served there by the reactor paths, as a
 // front end's reactor serves its clients'. Started on the first such
-// request; devices whose requests wait (libaio), or no io_uring, leave
-// them to the workers.
+// request.
 #include "base/thread_name.h"
 #include "engine/engine_async.h"
 
@@ -25,14 +24,19 @@ OwnReactor::~OwnReactor() { Stop(); }
 // Counts the request taken when it returns true: checked and counted under
 // one lock, so that Stop, which waits for the count, never leaves one
 // posted to a reactor that has stopped.
-bool OwnReactor::Started() {
+bool OwnReactor::Started(Status& why) {
   MutexLock lock(mu_);
-  if (stopped_ || unavailable_) return false;
+  if (stopped_) {
+    why = Status::Busy("the cache is shut down");
+    return false;
+  }
   ++outstanding_;
   if (reactor_) return true;
+  // Failing (no descriptor or memory left, for now), the request fails and
+  // the next one tries again.
   Result<std::unique_ptr<Reactor>> made = Reactor::Create(256);
   if (!made.ok()) {
-    unavailable_ = true;
+    why = made.status();
     --outstanding_;
     return false;
   }
@@ -44,8 +48,8 @@ bool OwnReactor::Started() {
   return true;
 }
 
-bool OwnReactor::Run(const AsyncJob& job) {
-  if (!im_.ServedOnReactors() || !Started()) return false;
+bool OwnReactor::Run(const AsyncJob& job, Status& why) {
+  if (!Started(why)) return false;
   std::unique_ptr<Posted> posted = pool_->Take();
   posted->owner = this;
   posted->job = job;

@@ -150,12 +150,6 @@ std::chrono::microseconds Engine::Impl::Throttle(uint64_t offset, uint64_t lengt
   return delay;
 }
 
-void Engine::Impl::ThrottleWrite(uint64_t offset, uint64_t length, bool bypass) {
-  if (const std::chrono::microseconds delay = Throttle(offset, length, bypass); delay.count() != 0) {
-    std::this_thread::sleep_for(delay);
-  }
-}
-
 Result<uint64_t> Engine::RunCleanerTickForTest(double seconds) { return impl_->CleanerTick(seconds); }
 
 }  // namespace cachecore

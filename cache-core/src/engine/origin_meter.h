@@ -34,7 +34,6 @@ class OriginMeter final : public BlockDevice {
     if (io.request.op != IoOp::kFlush) operations_.fetch_add(1, std::memory_order_relaxed);
     origin_->Submit(io);
   }
-  bool submits_without_waiting() const override { return origin_->submits_without_waiting(); }
   bool discards_without_waiting() const override { return origin_->discards_without_waiting(); }
 
  private:

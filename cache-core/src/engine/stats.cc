@@ -27,7 +27,7 @@ void LiveStats::ResetCounters() {
                   &read_miss_req, &write_full, &write_partial, &write_miss_req, &promotions,
                   &evictions, &bypassed, &bypassed_no_space, &cleaner_writes, &cleaned_blocks, &cache_read_err,
                   &cache_write_err, &cache_flush_err, &origin_read_err, &origin_write_err,
-                  &origin_flush_err, &metadata_err, &checksum_repaired, &checksum_failed, &on_workers,
+                  &origin_flush_err, &metadata_err, &checksum_repaired, &checksum_failed,
                   &throttled_writes}) {
     c->store(0, std::memory_order_relaxed);
   }
@@ -61,7 +61,6 @@ StatsSnapshot LiveStats::Snapshot(uint64_t capacity_lines, bool failed) const {
   s.throttled_writes = Load(throttled_writes);
   s.requests_in_flight = Load(in_flight);
   s.peak_requests_in_flight = Load(peak_in_flight);
-  s.requests_on_workers = Load(on_workers);
   s.errors.cache_read = Load(cache_read_err);
   s.errors.cache_write = Load(cache_write_err);
   s.errors.cache_flush = Load(cache_flush_err);

@@ -34,10 +34,10 @@ class BlockBackend {
   // The range may read back as anything afterwards (NBD TRIM, ublk DISCARD).
   virtual Status Trim(uint64_t offset, uint64_t length) = 0;
 
-  // Whether the calls below return without blocking (an engine: hits are
-  // served on the calling reactor, the rest on its workers). A front end
-  // runs on a reactor only then; otherwise it serves from threads with the
-  // calls above, which the defaults below also use.
+  // Whether the calls below return without blocking (an engine: requests
+  // are served on the calling reactor). A front end runs on a reactor only
+  // then; otherwise it serves from threads with the calls above, which the
+  // defaults below also use.
   virtual bool asynchronous() const { return false; }
   // As the calls above; each returns at once and `done` runs when the
   // request completes (buffers stay until then).

@@ -20,9 +20,9 @@ struct NbdServerOptions {
   unsigned socket_mode = 0600;
   int socket_group = -1;         // >= 0: the socket's group (with socket_mode 0660)
   std::string tcp_address;       // "host:port"; empty: no TCP listener
-  // For a backend that is not asynchronous (or where io_uring cannot be
-  // set up): serving threads per connection, each waits for its I/O, so
-  // this is the queue depth the devices see. An asynchronous backend (the
+  // For a backend that is not asynchronous (a test's, the bench's emulated
+  // disk): serving threads per connection, each waits for its I/O, so this
+  // is the queue depth the devices see. An asynchronous backend (the
   // engine) is served on a reactor per connection instead (nbd_async.h).
   unsigned worker_threads = 32;
 };

@@ -87,17 +87,16 @@ class BlockDevice {
   virtual Status SubmitAndWait(std::span<IoRequest> requests) = 0;
 
   // Starts one request; `done` is io.done. On a reactor's thread
-  // (cachecore/devices/reactor.h) a device that can (io_uring) runs it on
-  // that reactor and IoDone runs there later, on the same thread; otherwise
-  // (and by default) the request runs to completion and IoDone runs before
-  // Submit returns.
+  // (cachecore/devices/reactor.h) a device that can (files and block
+  // devices through io_uring or libaio, NBD) runs it on that reactor and
+  // IoDone runs there later, on the same thread; otherwise (and by
+  // default) the request runs to completion and IoDone runs before Submit
+  // returns: the reactor waits for the device meanwhile.
   virtual void Submit(AsyncIo& io);
-  // Whether Submit on a reactor's thread returns without waiting for the
-  // device (io_uring, NBD, memory): requests that reach this device are
-  // served on a reactor only then. By default false: Submit waits.
-  virtual bool submits_without_waiting() const { return false; }
-  // The same for discards (io_uring devices discard synchronously).
-  virtual bool discards_without_waiting() const { return submits_without_waiting(); }
+  // Whether a discard through Submit on a reactor returns without waiting
+  // for the device (NBD, memory; files and block devices discard
+  // synchronously): the engine sends the others to a thread of its own.
+  virtual bool discards_without_waiting() const { return false; }
 
   Status Read(uint64_t offset, void* buffer, uint64_t length);
   Status Write(uint64_t offset, const void* buffer, uint64_t length);

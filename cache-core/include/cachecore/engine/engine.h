@@ -50,13 +50,6 @@ struct EngineConfig {
   // left unused, and discarded once, so the SSD keeps spare blocks for
   // writes (over-provisioning). The superblock's line count keeps it.
   uint32_t overprovision_pct = 0;
-  // Threads that run asynchronous requests when a device's requests wait
-  // (the libaio fallback: every request waits there; see
-  // Engine::ReadAsync); started on the first asynchronous request. 0: 32
-  // for the libaio fallback, 4 otherwise (reactors serve every request
-  // then; a worker takes one only as a last resort, counted in
-  // requests_on_workers).
-  uint32_t workers = 0;
 };
 
 // The completion of an asynchronous request: Done runs once, with the
@@ -113,24 +106,21 @@ class Engine {
   // copy (the devices read and write the caller's memory), others are
   // staged. After a failed Read the buffer's contents are undefined.
   // They run the asynchronous calls below on a reactor of the calling
-  // thread until answered (on the caller's thread by the synchronous paths
-  // when a device's requests wait, or io_uring is missing).
+  // thread until answered (one per thread and depth of nested calls, made
+  // on the first; its failure to start is the call's error).
   Status Read(uint64_t offset, void* buffer, uint64_t length);
   Status Write(uint64_t offset, const void* buffer, uint64_t length, bool fua = false);
   // Asynchronous requests, for front ends on reactors
   // (cachecore/devices/reactor.h): each returns at once and `done` runs
-  // when the request completes; the buffer must stay until then. Called on
-  // a reactor, reads, writes and trims are served there when both devices
-  // take requests without waiting (their I/O in flight beside the
-  // reactor's other I/O; their records put by the engine's committer
-  // thread; a request that finds a line busy, or being cleaned, parked,
-  // not blocked); a sync waits in the engine's group commit without a
-  // thread. Called off any reactor, they are served on a reactor of the
-  // engine's own, whose one thread runs their `done`: it must not block,
-  // nor call the synchronous calls (a request it waited for could never
-  // be answered). When a device's requests wait (libaio), they run on the
-  // engine's workers by the synchronous paths. Same outcomes, counters and
-  // durability either way.
+  // when the request completes; the buffer must stay until then. Called on a
+  // reactor, reads, writes and trims are served there (their I/O in flight
+  // beside the reactor's other I/O; their records put by the engine's
+  // committer thread; a request that finds a line busy, or being cleaned,
+  // parked, not blocked); a sync waits in the engine's group commit
+  // without a thread. Called off any reactor, they are served on a reactor
+  // of the engine's own, whose one thread runs their `done`: it must not
+  // block, nor call the synchronous calls (a request it waited for could
+  // never be answered). No request has a thread of its own.
   void ReadAsync(uint64_t offset, void* buffer, uint64_t length, EngineCompletion* done);
   void WriteAsync(uint64_t offset, const void* buffer, uint64_t length, bool fua,
                   EngineCompletion* done);

@@ -43,9 +43,6 @@ struct StatsSnapshot {
   // not yet answered: now, and the most at once since start or reset (what
   // a front end's queue depth reaches inside the engine).
   uint64_t requests_in_flight = 0, peak_requests_in_flight = 0;
-  // Asynchronous client requests the engine's workers served (the libaio
-  // fallback, whose requests wait); the rest ran on the reactors.
-  uint64_t requests_on_workers = 0;
   ErrorCounts errors;
   bool failed = false;  // past the error threshold: new I/O passes through
   // A metadata write or sync failed: writes, trims and flushes fail with an
@@ -72,7 +69,7 @@ struct LiveStats {
   std::atomic<uint64_t> cache_read_err{0}, cache_write_err{0}, cache_flush_err{0};
   std::atomic<uint64_t> origin_read_err{0}, origin_write_err{0}, origin_flush_err{0};
   std::atomic<uint64_t> metadata_err{0}, checksum_repaired{0}, checksum_failed{0};
-  std::atomic<uint64_t> in_flight{0}, peak_in_flight{0}, on_workers{0};
+  std::atomic<uint64_t> in_flight{0}, peak_in_flight{0};
 
   static void Bump(std::atomic<uint64_t>& c, uint64_t n = 1) {
     c.fetch_add(n, std::memory_order_relaxed);

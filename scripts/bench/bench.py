@@ -301,6 +301,7 @@ class Bench:
                       *(() if flush else ("--no-flush",)))
             reopened = run("open", "--dir", d)
             row.update({"open_seconds": reopened["open_seconds"],
+                        "store_open_seconds": reopened["store_open_seconds"],
                         "rss_bytes_per_line_after_restart": reopened["rss_bytes_per_line"],
                         "store_bytes_on_disk_per_line": reopened["store_bytes_on_disk_per_line"]})
             rows.append(row)

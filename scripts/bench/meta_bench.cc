@@ -6,14 +6,19 @@
 //     writes), then makes M random 4 KiB writes in write-back and M in
 //     write-through (with a flush of every dirty line between: its time is
 //     reported too), and shuts down cleanly; prints JSON: resident memory
-//     per line, RocksDB bytes written per client write (bytes the process
+//     per line (all the cache costs the process, from before its files and
+//     store are opened: the engine's tables made at create, the store's
+//     memory, what filling adds; and the empty cache's share alone),
+//     RocksDB bytes written per client write (bytes the process
 //     passed to write(2): RocksDB's log, tables and compactions; the data
 //     goes by io_submit and is not in that count), and the IOPS of both modes.
 //     With --no-flush the flush and the write-through part are left out (the
 //     origin then stays empty: the run needs half the disk space).
 //   cachectl-meta-bench open --dir DIR
-//     opens that cache warm in a fresh process; prints the time it took, the
-//     resident memory afterwards and the store's size on disk, per line.
+//     opens that cache warm in a fresh process; prints the time it took
+//     (opening the store, with its log's replay, included; the store's open
+//     alone too), the resident memory afterwards (from before anything was
+//     opened) and the store's size on disk, per line.
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -106,12 +111,13 @@ int Fill(const std::string& dir, uint64_t lines, uint64_t overwrites, bool flush
       Die(name, Status::IoError(std::strerror(errno)));
     }
   }
+  AlignedBuffer chunk(kFillChunk);
+  std::memset(chunk.data(), 0x5A, kFillChunk);
+  const uint64_t rss_start = RssBytes();  // before the store and the engine's tables exist
   Opened o = OpenFiles(dir, true);
   auto created = Engine::Create(o.devices(), Config(CacheMode::kWriteBack), Replace::kNothing);
   if (!created.ok()) Die("create", created.status());
   Engine& e = **created;
-  AlignedBuffer chunk(kFillChunk);
-  std::memset(chunk.data(), 0x5A, kFillChunk);
   uint64_t rss_before = RssBytes(), written_before = WrittenBytes();
   auto start = std::chrono::steady_clock::now();
   for (uint64_t off = 0; off < lines * kLine; off += kFillChunk) {
@@ -123,9 +129,11 @@ int Fill(const std::string& dir, uint64_t lines, uint64_t overwrites, bool flush
   uint64_t rss_after = RssBytes(), fill_written = WrittenBytes() - written_before;
   auto [wb_iops, wb_bytes] = RandomWrites(e, lines, overwrites, chunk.data());
   std::printf("{\"lines\": %lu, \"fill_seconds\": %.2f, \"rss_bytes_per_line\": %.1f, "
+              "\"rss_bytes_per_line_empty\": %.1f, "
               "\"store_bytes_per_line_filled\": %.1f, \"writeback_4k_iops\": %.0f, "
               "\"writeback_store_bytes_per_write\": %.1f", lines, fill_s,
-              double(rss_after - rss_before) / lines, double(fill_written) / lines, wb_iops, wb_bytes);
+              double(rss_after - rss_start) / lines, double(rss_before - rss_start) / lines,
+              double(fill_written) / lines, wb_iops, wb_bytes);
   if (flush) {
     start = std::chrono::steady_clock::now();
     if (Status s = e.Flush(); !s.ok()) Die("flush", s);
@@ -151,15 +159,17 @@ uint64_t BytesUnder(const std::string& dir) {
 
 int Open(const std::string& dir) {
   const uint64_t store_bytes = BytesUnder(dir + "/meta");
-  Opened o = OpenFiles(dir, false);
-  uint64_t rss_before = RssBytes();
+  const uint64_t rss_before = RssBytes();
   auto start = std::chrono::steady_clock::now();
+  Opened o = OpenFiles(dir, false);
+  const double store_open_s = Seconds(start);
   auto opened = Engine::Open(o.devices(), Config(CacheMode::kWriteBack));
   if (!opened.ok()) Die("open", opened.status());
   double open_s = Seconds(start);
   uint64_t lines = (*opened)->stats().occupancy_lines;
-  std::printf("{\"lines\": %lu, \"open_seconds\": %.2f, \"rss_bytes_per_line\": %.1f, "
-              "\"store_bytes_on_disk_per_line\": %.1f}\n", lines, open_s,
+  std::printf("{\"lines\": %lu, \"open_seconds\": %.2f, \"store_open_seconds\": %.2f, "
+              "\"rss_bytes_per_line\": %.1f, \"store_bytes_on_disk_per_line\": %.1f}\n",
+              lines, open_s, store_open_s,
               double(RssBytes() - rss_before) / std::max<uint64_t>(lines, 1),
               double(store_bytes) / std::max<uint64_t>(lines, 1));
   return (*opened)->Shutdown().ok() ? 0 : 1;

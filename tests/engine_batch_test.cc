@@ -1,6 +1,7 @@
-// Requests over several lines go out as batches (engine_batch.cc): what a
-// client relies on is that they read and write exactly what the
-// line-by-line path would, including when a device fails mid-batch and
+// Requests over several lines go out as batches (the reactor paths: all
+// cached runs in one batch of cache reads, missing runs as one origin read
+// each, a write-back write's lines in one batch): what a client relies on
+// is that they read and write exactly what line-by-line requests would, including when a device fails mid-batch and
 // when the cache is full of dirty lines.
 #include <gtest/gtest.h>
 

@@ -92,7 +92,6 @@ TEST_P(MetadataFailureTest, WritesFailReadsGoOnFlushedDataSurvivesARestart) {
   EXPECT_FALSE(rig_.engine().Sync().ok());
   EXPECT_FALSE(rig_.engine().Flush().ok());
   EXPECT_FALSE(rig_.engine().Discard(0, 4096).ok());
-  // Refused where the request was taken: no thread waits for a refusal.
   // Reads go on: every block is its flushed write or the write that failed.
   for (uint64_t b = 0; b < kBlocks; ++b) {
     uint64_t got = rig_.ReadStamped(b);

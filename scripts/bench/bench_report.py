@@ -199,7 +199,7 @@ def hit_table(pts):
     return ["### The hit path against the limit (100 % hits)", "",
             "CPU per I/O in each cell: total (daemon + fio), in microseconds.", "",
             "| workload | cachectl | nbdkit file (SSD file through the page cache) | "
-            "nbdkit file, cache=none (every read from the SSD, through NBD) | nbdkit memory | "
+            "nbdkit file, cache=none (meant to read every block from the SSD, through NBD) | nbdkit memory | "
             "fio io_uring O_DIRECT on the SSD file (no NBD) | cachectl / nbdkit file | "
             "cachectl / nbdkit file cache=none | cachectl / O_DIRECT | "
             "daemon threads, cachectl / nbdkit file / nbdkit memory |",

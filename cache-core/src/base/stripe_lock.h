@@ -1,6 +1,6 @@
 // StripeLock: the engine's per-stripe cell lock, held across the I/O of the
 // lines hashing to the stripe. Exclusive for anything that may change a
-// line (the synchronous paths, the cleaner, the mover, eviction); shared,
+// line (a reactor's writes and misses, the cleaner, the mover, eviction); shared,
 // and only ever tried, for reads served on a reactor, so that hits on one
 // line run side by side. Unlike std::mutex it belongs to no thread: it may
 // be released by another thread than the one that took it, and a try by its
@@ -112,8 +112,8 @@ class StripeLock {
   // a failed try left and returns true: a reactor's request that can
   // neither get in nor park behind a holder then tries again at once. That
   // mark outlives the shared holders it was set against until an exclusive
-  // unlock, and without this every request on the stripe would go to a
-  // thread that can wait. False while someone holds the stripe or sleeps in
+  // unlock, and without this every request on the stripe would only be
+  // retried later. False while someone holds the stripe or sleeps in
   // lock() for it (clearing a sleeper's mark would let requests overtake it
   // without end).
   bool clear_marks_if_free() {

@@ -31,7 +31,7 @@ struct Slot {
 class AioDevice : public DirectFileDevice {
  public:
   AioDevice(DirectFile file, unsigned depth)
-      : DirectFileDevice(std::move(file)), fd_(file_.fd), slots_available_(static_cast<std::ptrdiff_t>(depth)) {}
+      : DirectFileDevice(std::move(file)), slots_available_(static_cast<std::ptrdiff_t>(depth)) {}
 
   Status Start(unsigned depth) {
     int rc = io_setup(static_cast<int>(depth), &ctx_);
@@ -62,12 +62,12 @@ class AioDevice : public DirectFileDevice {
       r.status = CheckRequest(r);
       if (!r.status.ok()) continue;
       if (r.op == IoOp::kFlush || r.op == IoOp::kDiscard) {
-        r.status = r.op == IoOp::kFlush ? SyncDirectFile(fd_) : DiscardDirectFile(file_, r.offset, r.length);
+        r.status = r.op == IoOp::kFlush ? SyncDirectFile(file_.fd) : DiscardDirectFile(file_, r.offset, r.length);
         continue;
       }
       Slot& s = slots[queued++];
-      if (r.op == IoOp::kRead) io_prep_pread(&s.cb, fd_, r.buffer, r.length, r.offset);
-      else io_prep_pwrite(&s.cb, fd_, r.buffer, r.length, r.offset);
+      if (r.op == IoOp::kRead) io_prep_pread(&s.cb, file_.fd, r.buffer, r.length, r.offset);
+      else io_prep_pwrite(&s.cb, file_.fd, r.buffer, r.length, r.offset);
       s.cb.data = &s;
       s.request = &r;
       s.waiter = &waiter;
@@ -131,7 +131,6 @@ class AioDevice : public DirectFileDevice {
     if (waiter->remaining.fetch_sub(1) == 1) waiter->remaining.notify_all();
   }
 
-  int fd_;
   io_context_t ctx_ = nullptr;
   std::counting_semaphore<> slots_available_;
   std::atomic<bool> stopping_{false};

@@ -197,13 +197,13 @@ void Reactor::Fsync(int fd, ReactorOp* op) {
 }
 
 void Reactor::After(uint64_t nanoseconds, ReactorTimer* timer) {
-  static_assert(sizeof(timer->timespec) == sizeof(__kernel_timespec));
-  timer->timespec[0] = static_cast<int64_t>(nanoseconds / 1000000000);
-  timer->timespec[1] = static_cast<int64_t>(nanoseconds % 1000000000);
   if (state_->poll) {
     ++in_flight_;
     return state_->poll->After(nanoseconds, timer);
   }
+  static_assert(sizeof(timer->timespec) == sizeof(__kernel_timespec));
+  timer->timespec[0] = static_cast<int64_t>(nanoseconds / 1000000000);
+  timer->timespec[1] = static_cast<int64_t>(nanoseconds % 1000000000);
   io_uring_sqe* sqe = NextSqe();
   io_uring_prep_timeout(sqe, reinterpret_cast<__kernel_timespec*>(timer->timespec), 0, 0);
   Prepared(sqe, timer);

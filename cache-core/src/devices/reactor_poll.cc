@@ -127,8 +127,7 @@ void PollLoop::Submit() {
   if (!StartAio()) {
     for (iocb* cb : queued_) {
       auto* f = static_cast<FileOp*>(cb->data);
-      refused_.emplace_back(f->op, RunInline(*cb));
-      free_file_ops_.push_back(f);
+      AnswerLater(f, RunInline(f->cb));
     }
     queued_.clear();
     return;
@@ -143,28 +142,23 @@ void PollLoop::Submit() {
     }
     if (rc == -EINTR) continue;
     // Full: the rest goes once some completes. Nothing in the kernel to
-    // complete means it takes none for now: the first runs here instead.
-    if ((rc == -EAGAIN || rc == 0) && files_in_kernel_ > 0) break;
+    // complete means it takes none for now: the first runs here instead,
+    // as does an fdatasync on a file system without an asynchronous one
+    // (libaio's is recent). Any other refusal is the request's error.
+    const bool full = rc == -EAGAIN || rc == 0;
+    if (full && files_in_kernel_ > 0) break;
     auto* f = static_cast<FileOp*>(queued_[done]->data);
-    if (rc == -EAGAIN || rc == 0) {
-      refused_.emplace_back(f->op, RunInline(f->cb));
-      free_file_ops_.push_back(f);
-    } else {
-      Failed(f, rc, refused_);
-    }
+    const bool no_async_sync = f->cb.aio_lio_opcode == IO_CMD_FDSYNC && rc == -EINVAL;
+    AnswerLater(f, full || no_async_sync ? RunInline(f->cb) : rc);
     ++done;
   }
   queued_.erase(queued_.begin(), queued_.begin() + static_cast<std::ptrdiff_t>(done));
 }
 
-// The kernel refused the request itself. A file system without
-// asynchronous fdatasync (libaio's is recent) gets a synchronous one: the
-// loop waits for it, as a fallback's fallback.
-void PollLoop::Failed(FileOp* f, int result, std::vector<std::pair<ReactorOp*, int>>& completed) {
-  if (f->cb.aio_lio_opcode == IO_CMD_FDSYNC && result == -EINVAL) {
-    result = fdatasync(f->cb.aio_fildes) == 0 ? 0 : -errno;
-  }
-  completed.emplace_back(f->op, result);
+// A request that never reached the kernel, its result known: answered by
+// the next Wait, never inside the call that started it.
+void PollLoop::AnswerLater(FileOp* f, int result) {
+  refused_.emplace_back(f->op, result);
   free_file_ops_.push_back(f);
 }
 

@@ -77,7 +77,7 @@ class PollLoop {
   bool StartAio();
   static int RunInline(const iocb& cb);
   void QueueFile(FileOp* f);
-  void Failed(FileOp* f, int result, std::vector<std::pair<ReactorOp*, int>>& completed);
+  void AnswerLater(FileOp* f, int result);
   void ReapFiles(std::vector<std::pair<ReactorOp*, int>>& completed);
   SocketOps& ToTry(int fd);
   void TrySocket(int fd, std::vector<std::pair<ReactorOp*, int>>& completed);
@@ -92,8 +92,8 @@ class PollLoop {
   std::vector<FileOp*> free_file_ops_;
   std::vector<iocb*> queued_;  // file I/O not yet handed to the kernel
   uint64_t files_in_kernel_ = 0;
-  // Completions of file I/O the kernel refused outright (and fdatasync
-  // run here where libaio cannot), handed out by the next Wait.
+  // Results known without the kernel's completion (file I/O refused or
+  // run here, a socket epoll cannot watch), handed out by the next Wait.
   std::vector<std::pair<ReactorOp*, int>> refused_;
   std::unordered_map<int, SocketOps> sockets_;
   std::vector<int> to_try_, trying_;

@@ -67,7 +67,7 @@ io_uring* ThisThreadRing(Status& error) {
 // with plain calls.
 void FinishTransfer(int fd, IoRequest& r, int res) {
   if (res < 0) {
-    r.status = ErrnoIoError(std::string(Reactor::UsesIoUring() ? "io_uring " : "aio ") + IoOpName(r.op) + " at " +
+    r.status = ErrnoIoError(std::string(IoOpName(r.op)) + " at " +
                             std::to_string(r.offset), -res);
     return;
   }

@@ -106,8 +106,8 @@ class AsyncWorkers {
 template <typename T>
 class RequestPool;
 
-// Requests made off any reactor (a caller's own thread, with devices that
-// can serve them on one), served on a reactor of the engine's own
+// Requests made off any reactor (a caller's own thread), served on a
+// reactor of the engine's own
 // (engine_own_reactor.cc), started on the first: as a reactor's own
 // requests are, with no thread waiting per request.
 class OwnReactor {

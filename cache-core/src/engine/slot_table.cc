@@ -27,17 +27,19 @@ SlotTable::SlotTable(uint32_t capacity, uint32_t blocks_per_line, const CacheIde
     : capacity_(capacity),
       blocks_per_line_(blocks_per_line),
       stats_(stats),
-      slot_line_(capacity, kNoLine),
-      slot_valid_blocks_(capacity, 0),
-      slot_dirty_blocks_(capacity, 0),
+      lines_(capacity),
+      // One block a line: the counts are its flags.
+      slot_valid_blocks_(blocks_per_line > 1 ? capacity : 0, 0),
+      slot_dirty_blocks_(blocks_per_line > 1 ? capacity : 0, 0),
       block_crc_(size_t{capacity} * blocks_per_line, 0),
-      block_epoch_(size_t{capacity} * blocks_per_line, 0),
+      epochs_(size_t{capacity} * blocks_per_line),
       block_flags_(size_t{capacity} * blocks_per_line, 0),
-      policy_(NewS3FifoPolicy(capacity, promote_after_hits)),
-      dirty_map_(identity) {
-  MutexLock lock(mu_);
-  for (uint32_t slot = capacity; slot-- > 0;) free_slots_.push_back(slot);
-}
+      index_(capacity, lines_),
+      free_(capacity),
+      dirty_slots_((size_t{capacity} + 63) / 64, 0),
+      policy_(NewS3FifoPolicy(capacity, promote_after_hits,
+                              [this](uint32_t slot) { return lines_.Get(slot); })),
+      dirty_map_(identity) {}
 
 uint64_t SlotTable::EnterWrite() {
   for (;;) {
@@ -62,8 +64,11 @@ uint64_t SlotTable::BeginFlush() {
   const uint64_t epoch = flushes_started_.fetch_add(1) + 1;
   const uint64_t previous = epoch - 1;
   ReachedStep("sync-1-epoch-begun");  // a test point: writers of `previous` may be in flight
-  MutexLock lock(writers_mu_);
-  lock.Wait(writers_left_, [&] { return writers_[previous & 1].load() == 0; });
+  {
+    MutexLock lock(writers_mu_);
+    lock.Wait(writers_left_, [&] { return writers_[previous & 1].load() == 0; });
+  }
+  epochs_.Sweep(epoch, flushes_completed_.load());  // keeps the one-byte epochs decodable
   return epoch;
 }
 
@@ -80,30 +85,30 @@ void SlotTable::CompleteFlush(uint64_t epoch) {
 
 std::optional<uint32_t> SlotTable::Lookup(uint64_t line, uint32_t b0, uint32_t b1) {
   MutexLock lock(mu_);
-  auto it = map_.find(line);
-  if (it == map_.end()) return std::nullopt;
+  const uint32_t slot = index_.Find(line);
+  if (slot == LineIndex::kNotFound) return std::nullopt;
   for (uint32_t b = b0; b < b1; ++b) {
-    if (Flags(it->second, b) & kValid) {
-      policy_->OnHit(it->second);
+    if (Flags(slot, b) & kValid) {
+      policy_->OnHit(slot);
       break;
     }
   }
-  return it->second;
+  return slot;
 }
 
 std::optional<uint32_t> SlotTable::Find(uint64_t line) {
   MutexLock lock(mu_);
-  auto it = map_.find(line);
-  if (it == map_.end()) return std::nullopt;
-  return it->second;
+  const uint32_t slot = index_.Find(line);
+  if (slot == LineIndex::kNotFound) return std::nullopt;
+  return slot;
 }
 
 void SlotTable::FindEach(size_t count, const std::function<uint64_t(size_t)>& line_of,
                          std::vector<uint32_t>& out) {
   MutexLock lock(mu_);
   for (size_t i = 0; i < count; ++i) {
-    auto it = map_.find(line_of(i));
-    out.push_back(it == map_.end() ? kNoSlot : it->second);
+    static_assert(LineIndex::kNotFound == kNoSlot);
+    out.push_back(index_.Find(line_of(i)));
   }
 }
 
@@ -118,40 +123,47 @@ void SlotTable::NoteHits(std::span<const uint32_t> slots) {
 
 void SlotTable::MarkValidClean(uint32_t slot, uint32_t block, uint32_t crc, uint64_t epoch) {
   size_t i = Index(slot, block);
-  if (!(block_flags_[i] & kValid)) ++slot_valid_blocks_[slot];
+  if (!(block_flags_[i] & kValid)) AddValidBlocks(slot, 1);
   if (block_flags_[i] & kDirty) MarkClean(slot, block);
   block_flags_[i] = kValid;
   block_crc_[i] = crc;
-  block_epoch_[i] = epoch;
+  epochs_.Set(i, epoch);
 }
 
 void SlotTable::MarkDirty(uint32_t slot, uint32_t block, uint32_t crc, bool overwritten,
                           uint64_t epoch) {
   size_t i = Index(slot, block);
-  if (!(block_flags_[i] & kValid)) ++slot_valid_blocks_[slot];
-  if (!(block_flags_[i] & kDirty) && slot_dirty_blocks_[slot]++ == 0) {
-    LiveStats::Bump(stats_.dirty_lines);
-    MutexLock lock(mu_);
-    dirty_index_[slot_line_[slot]] = slot;
-    dirty_map_.LineDirty(slot_line_[slot]);
-  }
   const uint8_t before = block_flags_[i];
   const bool over_clean = (before == kValid && IsStable(slot, block)) ||
                           OverCleanUnsynced(slot, block);
+  if (!(before & kValid)) AddValidBlocks(slot, 1);
+  if (!(before & kDirty)) {
+    const bool first = DirtyBlocks(slot) == 0;
+    AddDirtyBlocks(slot, 1);
+    if (first) {
+      LiveStats::Bump(stats_.dirty_lines);
+      MutexLock lock(mu_);
+      SetSlotDirtyLocked(slot, true);
+      dirty_lines_.Insert(lines_.Get(slot));
+      dirty_map_.LineDirty(lines_.Get(slot));
+    }
+  }
   block_flags_[i] = kValid | kDirty | (overwritten ? kOverwritten : 0) | (over_clean ? kOverClean : 0);
   block_crc_[i] = crc;
-  block_epoch_[i] = epoch;
+  epochs_.Set(i, epoch);
 }
 
 void SlotTable::MarkClean(uint32_t slot, uint32_t block) {
   size_t i = Index(slot, block);
   if (!(block_flags_[i] & kDirty)) return;
   block_flags_[i] = kValid;
-  if (--slot_dirty_blocks_[slot] == 0) {
+  AddDirtyBlocks(slot, -1);
+  if (DirtyBlocks(slot) == 0) {
     LiveStats::Bump(stats_.dirty_lines, static_cast<uint64_t>(-1));
     MutexLock lock(mu_);
-    dirty_index_.erase(slot_line_[slot]);
-    dirty_map_.LineClean(slot_line_[slot]);
+    SetSlotDirtyLocked(slot, false);
+    dirty_lines_.Erase(lines_.Get(slot));
+    dirty_map_.LineClean(lines_.Get(slot));
   }
 }
 
@@ -160,14 +172,14 @@ void SlotTable::Invalidate(uint32_t slot, uint32_t block) {
   if (!(block_flags_[i] & kValid)) return;
   MarkClean(slot, block);
   block_flags_[i] = 0;
-  --slot_valid_blocks_[slot];
+  AddValidBlocks(slot, -1);
 }
 
 bool SlotTable::MarkCleanedIfUnchanged(uint32_t slot, uint32_t block, uint32_t crc) {
   size_t i = Index(slot, block);
   if (!(block_flags_[i] & kDirty) || block_crc_[i] != crc) return false;  // rewritten meanwhile
   MarkClean(slot, block);
-  block_epoch_[i] = 0;  // durable on the origin now
+  epochs_.Set(i, 0);  // durable on the origin now
   return true;
 }
 
@@ -194,7 +206,7 @@ bool SlotTable::MarkOverwrite(uint32_t slot, uint32_t b0, uint32_t b1, bool orig
     } else if (!origin_write) {
       continue;  // the origin keeps the old copy: a mismatch falls back to it
     }
-    block_epoch_[i] = epoch;
+    epochs_.Set(i, epoch);
     announce = true;
   }
   return announce;
@@ -202,7 +214,7 @@ bool SlotTable::MarkOverwrite(uint32_t slot, uint32_t b0, uint32_t b1, bool orig
 
 LineRecord SlotTable::BuildRecord(uint32_t slot) const {
   LineRecord r;
-  r.origin_line = slot_line_[slot];
+  r.origin_line = lines_.Get(slot);
   r.classes.resize(blocks_per_line_);
   r.crcs.resize(blocks_per_line_);
   for (uint32_t b = 0; b < blocks_per_line_; ++b) {
@@ -222,12 +234,15 @@ LineRecord SlotTable::BuildRecord(uint32_t slot) const {
 // ---- allocation and eviction
 
 void SlotTable::EvictLocked(uint32_t slot) {
-  map_.erase(slot_line_[slot]);
+  index_.Erase(lines_.Get(slot));
   policy_->OnRemove(slot);
   for (uint32_t b = 0; b < blocks_per_line_; ++b) block_flags_[Index(slot, b)] = 0;
-  slot_valid_blocks_[slot] = 0;
-  slot_dirty_blocks_[slot] = 0;
-  slot_line_[slot] = kNoLine;
+  if (blocks_per_line_ > 1) {
+    slot_valid_blocks_[slot] = 0;
+    slot_dirty_blocks_[slot] = 0;
+  }
+  SetSlotDirtyLocked(slot, false);
+  lines_.Set(slot, kNoLine);
   LiveStats::Bump(stats_.occupancy_lines, static_cast<uint64_t>(-1));
 }
 
@@ -236,8 +251,8 @@ void SlotTable::ListEvictionLocked(uint64_t line) { unsynced_evictions_[line] = 
 // Gives `slot` to `line`. True when so many evictions wait for a sync that
 // the caller should sync now.
 bool SlotTable::TakeSlotLocked(uint32_t slot, uint64_t line) {
-  slot_line_[slot] = line;
-  map_[line] = slot;
+  lines_.Set(slot, line);
+  index_.Insert(line, slot);
   if (!pins_.Contains(line)) policy_->OnInsert(slot, line);  // pinned: never a victim
   LiveStats::Bump(stats_.occupancy_lines);
   LiveStats::Bump(stats_.promotions);
@@ -248,9 +263,9 @@ std::optional<uint32_t> SlotTable::PickVictimLocked(VictimHandler& victims, uint
   return policy_->PickVictim(
       [&](uint32_t s) {
         mu_.AssertHeld();  // the policy calls back under mu_
-        if (cleaning_.count(slot_line_[s])) return false;  // on its way to the origin
-        if (slot_dirty_blocks_[s] > 0) return false;  // never cleaned for a request
-        return victims.Claim(slot_line_[s]);
+        if (cleaning_.count(lines_.Get(s))) return false;  // on its way to the origin
+        if (SlotDirtyLocked(s)) return false;  // never cleaned for a request
+        return victims.Claim(lines_.Get(s));
       },
       kVictimRefusals, max_looks);
 }
@@ -258,9 +273,8 @@ std::optional<uint32_t> SlotTable::PickVictimLocked(VictimHandler& victims, uint
 std::optional<uint32_t> SlotTable::TakeFreeSlot(uint64_t line, bool& sync_due) {
   MutexLock lock(mu_);
   sync_due = false;
-  if (free_slots_.empty()) return std::nullopt;
-  const uint32_t slot = free_slots_.back();
-  free_slots_.pop_back();
+  if (free_.empty()) return std::nullopt;
+  const uint32_t slot = free_.Take();
   sync_due = TakeSlotLocked(slot, line);
   return slot;
 }
@@ -269,10 +283,9 @@ bool SlotTable::TakeFreeSlots(std::span<const uint64_t> lines, std::vector<uint3
                               bool& sync_due) {
   MutexLock lock(mu_);
   sync_due = false;
-  if (free_slots_.size() < lines.size()) return false;
+  if (free_.size() < lines.size()) return false;
   for (uint64_t line : lines) {
-    out.push_back(free_slots_.back());
-    free_slots_.pop_back();
+    out.push_back(free_.Take());
     sync_due = TakeSlotLocked(out.back(), line) || sync_due;
   }
   return true;
@@ -283,15 +296,14 @@ std::optional<uint32_t> SlotTable::TakeSlotWithoutWaiting(uint64_t line, VictimH
   MutexLock lock(mu_);
   evicted = kNoLine;
   sync_due = false;
-  if (!free_slots_.empty()) {
-    const uint32_t slot = free_slots_.back();
-    free_slots_.pop_back();
+  if (!free_.empty()) {
+    const uint32_t slot = free_.Take();
     sync_due = TakeSlotLocked(slot, line);
     return slot;
   }
   std::optional<uint32_t> victim = PickVictimLocked(victims, kReactorVictimLooks);
   if (!victim) return std::nullopt;
-  evicted = slot_line_[*victim];
+  evicted = lines_.Get(*victim);
   EvictLocked(*victim);
   LiveStats::Bump(stats_.evictions);
   sync_due = TakeSlotLocked(*victim, line);
@@ -306,15 +318,14 @@ void SlotTable::ListEvictions(std::span<const uint64_t> lines) {
 
 size_t SlotTable::FreeSlots() {
   MutexLock lock(mu_);
-  return free_slots_.size();
+  return free_.size();
 }
 
 std::optional<uint32_t> SlotTable::Allocate(uint64_t line, VictimHandler& victims, bool& sync_due) {
   MutexLock lock(mu_);
   sync_due = false;
-  if (!free_slots_.empty()) {
-    const uint32_t slot = free_slots_.back();
-    free_slots_.pop_back();
+  if (!free_.empty()) {
+    const uint32_t slot = free_.Take();
     sync_due = TakeSlotLocked(slot, line);
     return slot;
   }
@@ -327,7 +338,7 @@ std::optional<uint32_t> SlotTable::Allocate(uint64_t line, VictimHandler& victim
 // and the eviction listed, before the victim's stripe is released: a writer
 // of the victim's line must find the eviction listed.
 uint32_t SlotTable::HandOver(uint32_t slot, uint64_t line, VictimHandler& victims, bool& sync_due) {
-  const uint64_t old_line = slot_line_[slot];
+  const uint64_t old_line = lines_.Get(slot);
   MetadataStore::Batch batch;
   EvictLocked(slot);
   batch.DeleteLine(slot);
@@ -342,10 +353,10 @@ uint32_t SlotTable::HandOver(uint32_t slot, uint64_t line, VictimHandler& victim
 }
 
 void SlotTable::ReleaseIfEmpty(uint32_t slot, RecordBatch& batch) {
-  if (slot_valid_blocks_[slot] != 0) return;
+  if (ValidBlocks(slot) != 0) return;
   {
     MutexLock lock(mu_);
-    batch.emptied.emplace_back(slot_line_[slot], slot);
+    batch.emptied.emplace_back(lines_.Get(slot), slot);
     EvictLocked(slot);
     batch.records.DeleteLine(slot);
   }
@@ -354,7 +365,7 @@ void SlotTable::ReleaseIfEmpty(uint32_t slot, RecordBatch& batch) {
 
 bool SlotTable::EvictIfDemotable(uint32_t slot, uint64_t line, RecordBatch& batch) {
   MutexLock lock(mu_);
-  if (slot_line_[slot] != line || slot_dirty_blocks_[slot] > 0 || cleaning_.count(line) ||
+  if (lines_.Get(slot) != line || SlotDirtyLocked(slot) || cleaning_.count(line) ||
       pins_.Contains(line)) {
     return false;  // changed meanwhile
   }
@@ -367,7 +378,7 @@ bool SlotTable::EvictIfDemotable(uint32_t slot, uint64_t line, RecordBatch& batc
 
 std::optional<uint64_t> SlotTable::DemotionCandidate(uint32_t slot) {
   MutexLock lock(mu_);
-  const uint64_t line = slot_line_[slot];
+  const uint64_t line = lines_.Get(slot);
   if (line == kNoLine || pins_.Contains(line) || cleaning_.count(line)) return std::nullopt;
   return line;
 }
@@ -377,7 +388,7 @@ void SlotTable::FreeEmptied(const RecordBatch& batch) {
   MutexLock lock(mu_);
   for (const auto& [line, slot] : batch.emptied) {
     ListEvictionLocked(line);
-    free_slots_.push_back(slot);
+    free_.Put(slot);
   }
 }
 
@@ -414,21 +425,16 @@ void SlotTable::ForgetEvictions(uint64_t listed) {
 std::vector<uint64_t> SlotTable::NextDirtyLines(uint64_t max) {
   std::vector<uint64_t> lines;
   MutexLock lock(mu_);
-  auto it = dirty_index_.lower_bound(clean_cursor_);
-  for (size_t n = 0; n < dirty_index_.size() && lines.size() < max; ++n) {
-    if (it == dirty_index_.end()) it = dirty_index_.begin();
-    lines.push_back(it->first);
-    ++it;
-  }
+  dirty_lines_.AppendRange(clean_cursor_, kNoLine, max, lines);
+  dirty_lines_.AppendRange(0, clean_cursor_, max, lines);  // wrapped around
   if (!lines.empty()) clean_cursor_ = lines.back() + 1;
   return lines;
 }
 
 bool SlotTable::AllDirty(uint64_t first_line, uint64_t last_line) {
   MutexLock lock(mu_);
-  auto it = dirty_index_.lower_bound(first_line);
-  for (uint64_t line = first_line; line <= last_line; ++line, ++it) {
-    if (it == dirty_index_.end() || it->first != line) return false;
+  for (uint64_t line = first_line; line <= last_line; ++line) {
+    if (!dirty_lines_.Contains(line)) return false;
   }
   return true;
 }
@@ -436,22 +442,22 @@ bool SlotTable::AllDirty(uint64_t first_line, uint64_t last_line) {
 std::vector<uint64_t> SlotTable::DirtyLines() {
   MutexLock lock(mu_);
   std::vector<uint64_t> lines;
-  lines.reserve(dirty_index_.size());
-  for (const auto& entry : dirty_index_) lines.push_back(entry.first);
+  lines.reserve(dirty_lines_.size());
+  dirty_lines_.AppendRange(0, kNoLine, SIZE_MAX, lines);
   return lines;
 }
 
 std::optional<uint32_t> SlotTable::BeginCleaning(uint64_t line, bool& busy) {
   MutexLock lock(mu_);
   busy = false;
-  auto it = map_.find(line);
-  if (it == map_.end() || slot_dirty_blocks_[it->second] == 0) return std::nullopt;
+  const uint32_t slot = index_.Find(line);
+  if (slot == LineIndex::kNotFound || !SlotDirtyLocked(slot)) return std::nullopt;
   if (!cleaning_.insert(line).second) {  // another cleaner has it
     busy = true;
     return std::nullopt;
   }
   cleaning_count_.fetch_add(1);
-  return it->second;
+  return slot;
 }
 
 void SlotTable::EndCleaning(std::span<const uint64_t> lines) {
@@ -518,14 +524,15 @@ void SlotTable::MarkAllDirtyPagesChanged() {
 
 template <typename Fn>
 void SlotTable::ForEachCachedLineLocked(uint64_t first, uint64_t end, Fn fn) {
-  if (end - first <= map_.size()) {
+  if (end - first <= index_.size()) {
     for (uint64_t line = first; line < end; ++line) {
-      if (auto it = map_.find(line); it != map_.end()) fn(it->second, line);
+      if (const uint32_t slot = index_.Find(line); slot != LineIndex::kNotFound) fn(slot, line);
     }
     return;
   }
-  for (const auto& [line, slot] : map_) {
-    if (line >= first && line < end) fn(slot, line);
+  for (uint32_t slot = 0; slot < capacity_; ++slot) {
+    const uint64_t line = lines_.Get(slot);
+    if (line != kNoLine && line >= first && line < end) fn(slot, line);
   }
 }
 
@@ -571,7 +578,7 @@ std::vector<SlotTable::PinnedInterval> SlotTable::PinnedWithResidency() {
 
 std::pair<bool, bool> SlotTable::ResidentAndRoom(uint64_t line) {
   MutexLock lock(mu_);
-  return {pins_.Contains(line) || map_.count(line) > 0, !free_slots_.empty()};
+  return {pins_.Contains(line) || index_.Find(line) != LineIndex::kNotFound, !free_.empty()};
 }
 
 uint64_t SlotTable::CachedLines(uint64_t first, uint64_t end) {
@@ -579,6 +586,23 @@ uint64_t SlotTable::CachedLines(uint64_t first, uint64_t end) {
   uint64_t n = 0;
   ForEachCachedLineLocked(first, end, [&](uint32_t, uint64_t) { ++n; });
   return n;
+}
+
+// ---- memory
+
+SlotTable::Memory SlotTable::MemoryBytes() {
+  MutexLock lock(mu_);
+  Memory m;
+  m.per_slot = lines_.MemoryBytes() + (slot_valid_blocks_.capacity() + slot_dirty_blocks_.capacity()) * 2 +
+               block_crc_.capacity() * 4 + epochs_.MemoryBytes() + block_flags_.capacity() +
+               free_.MemoryBytes() + dirty_slots_.capacity() * 8;
+  m.index = index_.MemoryBytes();
+  m.policy = policy_->MemoryBytes();
+  m.dirty_lines = dirty_lines_.MemoryBytes();
+  // An unordered_map node: next pointer, key, value, cached hash; plus its bucket.
+  m.other = dirty_map_.MemoryBytes() + unsynced_evictions_.size() * 40 +
+            unsynced_evictions_.bucket_count() * 8;
+  return m;
 }
 
 }  // namespace cachecore

@@ -40,6 +40,9 @@
 #include <vector>
 
 #include "base/stripe_lock.h"
+#include "engine/block_epochs.h"
+#include "engine/dirty_lines.h"
+#include "engine/line_index.h"
 #include "cachecore/metadata/dirty_map.h"
 #include "cachecore/policy/eviction_policy.h"
 #include "cachecore/metadata/metadata_store.h"
@@ -48,8 +51,6 @@
 #include "base/thread_annotations.h"
 
 namespace cachecore {
-
-constexpr uint64_t kNoLine = UINT64_MAX;
 
 // Per-block flags in RAM.
 enum BlockFlag : uint8_t {
@@ -153,21 +154,23 @@ class SlotTable {
   static constexpr uint32_t kNoSlot = UINT32_MAX;
 
   // ---- per-block state. REQUIRES: the line's stripe.
-  uint64_t LineOf(uint32_t slot) const { return slot_line_[slot]; }
+  uint64_t LineOf(uint32_t slot) const { return lines_.Get(slot); }
   uint8_t Flags(uint32_t slot, uint32_t block) const { return block_flags_[Index(slot, block)]; }
   uint32_t Crc(uint32_t slot, uint32_t block) const { return block_crc_[Index(slot, block)]; }
-  uint32_t ValidBlocks(uint32_t slot) const { return slot_valid_blocks_[slot]; }
+  uint32_t ValidBlocks(uint32_t slot) const {
+    return blocks_per_line_ == 1 ? (block_flags_[slot] & kValid) : slot_valid_blocks_[slot];
+  }
   // Durable as recorded: a sync that began after the block's last write
   // has completed.
   bool IsStable(uint32_t slot, uint32_t block) const {
-    return block_epoch_[Index(slot, block)] < flushes_completed_.load();
+    return EpochOf(slot, block) < flushes_completed_.load();
   }
   // Maybe durable as recorded: a sync that began after the block's last
   // write has begun by `epoch` (it may complete at any moment). What such a
   // sync promises must be announced before it is changed, even while the
   // sync runs (the stable-record rules in docs/design.md).
   bool MaybeStable(uint32_t slot, uint32_t block, uint64_t epoch) const {
-    return block_epoch_[Index(slot, block)] < epoch;
+    return EpochOf(slot, block) < epoch;
   }
   // Written back over stable clean data since the last completed sync: the
   // durable record may still call the older data clean (rule 3).
@@ -306,6 +309,18 @@ class SlotTable {
   // no longer say what RAM does are appended to `changed_slots`.
   void FinishLoad(std::vector<uint32_t>& changed_slots) EXCLUDES(mu_);
 
+  // The heap bytes the table holds, per part (docs/design.md, "RAM per
+  // line"): what a line of the cache costs in RAM.
+  struct Memory {
+    size_t per_slot;     // lines, counts, checksums, epochs, flags, bitmaps
+    size_t index;        // origin line -> slot
+    size_t policy;       // the eviction policy's queues and ghost
+    size_t dirty_lines;  // the dirty lines in origin order
+    size_t other;        // the dirty-region map, evictions not yet synced
+    size_t total() const { return per_slot + index + policy + dirty_lines + other; }
+  };
+  Memory MemoryBytes() EXCLUDES(mu_);
+
   // Reports each broken invariant of the table to `problem`, for the
   // self-check; `recorded` says which slots the store has a record for.
   // Nothing may run meanwhile.
@@ -315,6 +330,28 @@ class SlotTable {
  private:
   size_t Index(uint32_t slot, uint32_t block) const {
     return static_cast<size_t>(slot) * blocks_per_line_ + block;
+  }
+  uint64_t EpochOf(uint32_t slot, uint32_t block) const {
+    return epochs_.Get(Index(slot, block), flushes_started_.load());
+  }
+  // REQUIRES: the line's stripe.
+  uint32_t DirtyBlocks(uint32_t slot) const {
+    return blocks_per_line_ == 1 ? (block_flags_[slot] & kDirty) >> 1 : slot_dirty_blocks_[slot];
+  }
+  void AddValidBlocks(uint32_t slot, int delta) {
+    if (blocks_per_line_ > 1) slot_valid_blocks_[slot] = static_cast<uint16_t>(slot_valid_blocks_[slot] + delta);
+  }
+  void AddDirtyBlocks(uint32_t slot, int delta) {
+    if (blocks_per_line_ > 1) slot_dirty_blocks_[slot] = static_cast<uint16_t>(slot_dirty_blocks_[slot] + delta);
+  }
+  // Whether the slot has a dirty block, kept under mu_ for the looks that
+  // take no stripe (victims, demotion, cleaning).
+  bool SlotDirtyLocked(uint32_t slot) const REQUIRES(mu_) {
+    return (dirty_slots_[slot / 64] >> (slot % 64)) & 1;
+  }
+  void SetSlotDirtyLocked(uint32_t slot, bool dirty) REQUIRES(mu_) {
+    const uint64_t bit = uint64_t{1} << (slot % 64);
+    dirty_slots_[slot / 64] = dirty ? dirty_slots_[slot / 64] | bit : dirty_slots_[slot / 64] & ~bit;
   }
   // Takes the slot out of the map and the policy; the caller deletes its record.
   void EvictLocked(uint32_t slot) REQUIRES(mu_);
@@ -333,11 +370,12 @@ class SlotTable {
   LiveStats& stats_;
 
   // Per slot and per block; guarded by the stripe of the slot's line.
-  std::vector<uint64_t> slot_line_;
+  PackedLines lines_;
+  // Counts of valid and dirty blocks; empty with one block a line.
   std::vector<uint16_t> slot_valid_blocks_;
   std::vector<uint16_t> slot_dirty_blocks_;
   std::vector<uint32_t> block_crc_;
-  std::vector<uint64_t> block_epoch_;  // flushes_started_ when last written
+  BlockEpochs epochs_;  // flushes_started_ when last written
   std::vector<uint8_t> block_flags_;
 
   std::atomic<uint64_t> flushes_started_{1};
@@ -351,10 +389,11 @@ class SlotTable {
   std::condition_variable writers_left_;
 
   Mutex mu_;
-  std::unordered_map<uint64_t, uint32_t> map_ GUARDED_BY(mu_);
-  std::vector<uint32_t> free_slots_ GUARDED_BY(mu_);
+  LineIndex index_ GUARDED_BY(mu_);
+  FreeSlotBitmap free_ GUARDED_BY(mu_);
+  std::vector<uint64_t> dirty_slots_ GUARDED_BY(mu_);  // a bit a slot
   std::unique_ptr<EvictionPolicy> policy_ PT_GUARDED_BY(mu_);
-  std::map<uint64_t, uint32_t> dirty_index_ GUARDED_BY(mu_);  // origin line -> slot, sorted
+  DirtyLineSet dirty_lines_ GUARDED_BY(mu_);
   DirtyMap dirty_map_ GUARDED_BY(mu_);
   LineIntervals pins_ GUARDED_BY(mu_);
   uint64_t clean_cursor_ GUARDED_BY(mu_) = 0;

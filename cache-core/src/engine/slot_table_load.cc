@@ -14,16 +14,21 @@ Status SlotTable::AdoptRecord(uint64_t slot, const LineRecord& r, uint64_t origi
   const auto s = static_cast<uint32_t>(slot);
   {
     MutexLock lock(mu_);
-    if (!map_.emplace(r.origin_line, s).second) {
+    if (lines_.Get(s) != kNoLine) {
+      return Status::Corruption("slot " + std::to_string(slot) + " has two records");
+    }
+    lines_.Set(s, r.origin_line);  // the index reads it
+    if (!index_.Insert(r.origin_line, s)) {
+      lines_.Set(s, kNoLine);
       return Status::Corruption("origin line " + std::to_string(r.origin_line) +
                                 " is recorded in two slots");
     }
+    free_.Remove(s);
   }
-  slot_line_[s] = r.origin_line;
   for (uint32_t b = 0; b < blocks_per_line_; ++b) {
     size_t i = Index(s, b);
     block_crc_[i] = r.crcs[b];
-    block_epoch_[i] = 0;
+    epochs_.Set(i, 0);
     switch (r.classes[b]) {
       case BlockClass::kInvalid: break;
       case BlockClass::kClean: block_flags_[i] = kValid; break;
@@ -56,29 +61,27 @@ void SlotTable::RecoverBlock(const UnprovenBlock& u, bool clean_shutdown,
 void SlotTable::FinishLoad(std::vector<uint32_t>& changed_slots) {
   MutexLock lock(mu_);
   for (uint32_t slot = 0; slot < capacity_; ++slot) {
-    if (slot_line_[slot] == kNoLine) continue;
-    for (uint32_t b = 0; b < blocks_per_line_; ++b) {
+    if (lines_.Get(slot) == kNoLine) continue;
+    for (uint32_t b = 0; blocks_per_line_ > 1 && b < blocks_per_line_; ++b) {
       uint8_t f = Flags(slot, b);
-      slot_valid_blocks_[slot] += (f & kValid) ? 1 : 0;
-      slot_dirty_blocks_[slot] += (f & kDirty) ? 1 : 0;
+      AddValidBlocks(slot, (f & kValid) ? 1 : 0);
+      AddDirtyBlocks(slot, (f & kDirty) ? 1 : 0);
     }
-    if (slot_valid_blocks_[slot] == 0) {  // nothing left: the slot is free again
-      map_.erase(slot_line_[slot]);
-      slot_line_[slot] = kNoLine;
+    if (ValidBlocks(slot) == 0) {  // nothing left: the slot is free again
+      index_.Erase(lines_.Get(slot));
+      lines_.Set(slot, kNoLine);
+      free_.Put(slot);
       changed_slots.push_back(slot);
       continue;
     }
-    if (!pins_.Contains(slot_line_[slot])) policy_->OnInsert(slot, slot_line_[slot]);
+    if (!pins_.Contains(lines_.Get(slot))) policy_->OnInsert(slot, lines_.Get(slot));
     LiveStats::Bump(stats_.occupancy_lines);
-    if (slot_dirty_blocks_[slot] > 0) {
+    if (DirtyBlocks(slot) > 0) {
       LiveStats::Bump(stats_.dirty_lines);
-      dirty_index_[slot_line_[slot]] = slot;
-      dirty_map_.LineDirty(slot_line_[slot]);
+      SetSlotDirtyLocked(slot, true);
+      dirty_lines_.Insert(lines_.Get(slot));
+      dirty_map_.LineDirty(lines_.Get(slot));
     }
-  }
-  free_slots_.clear();
-  for (uint32_t slot = capacity_; slot-- > 0;) {
-    if (slot_line_[slot] == kNoLine) free_slots_.push_back(slot);
   }
 }
 
@@ -89,32 +92,33 @@ std::string SlotName(uint64_t slot) { return "slot " + std::to_string(slot); }
 void SlotTable::CheckInvariants(const std::vector<bool>& recorded,
                                 const std::function<void(const std::string&)>& problem) {
   MutexLock lock(mu_);
-  std::vector<int> on_free_list(capacity_, 0);
-  for (uint32_t s : free_slots_) ++on_free_list[s];
+  uint64_t free_slots = 0, cached = 0, dirty_lines = 0;
   for (uint32_t s = 0; s < capacity_; ++s) {
     uint16_t valid = 0, dirty = 0;
     for (uint32_t b = 0; b < blocks_per_line_; ++b) {
       valid += (Flags(s, b) & kValid) ? 1 : 0;
       dirty += (Flags(s, b) & kDirty) ? 1 : 0;
     }
-    if (valid != slot_valid_blocks_[s] || dirty != slot_dirty_blocks_[s]) {
+    if (valid != ValidBlocks(s) || dirty != DirtyBlocks(s) || (dirty > 0) != SlotDirtyLocked(s)) {
       problem(SlotName(s) + ": block counts disagree with the flags");
     }
-    const uint64_t line = slot_line_[s];
+    const uint64_t line = lines_.Get(s);
     if (line == kNoLine) {
-      if (on_free_list[s] != 1) problem(SlotName(s) + ": free, but on the free list " + std::to_string(on_free_list[s]) + " times");
+      ++free_slots;
+      if (!free_.Contains(s)) problem(SlotName(s) + ": free, but not among the free slots");
       continue;
     }
-    if (on_free_list[s] != 0) problem(SlotName(s) + ": holds line " + std::to_string(line) + " and is on the free list");
-    auto it = map_.find(line);
-    if (it == map_.end() || it->second != s) problem(SlotName(s) + ": line " + std::to_string(line) + " is not mapped to it");
+    ++cached;
+    dirty_lines += dirty > 0;
+    if (free_.Contains(s)) problem(SlotName(s) + ": holds line " + std::to_string(line) + " and is among the free slots");
+    if (index_.Find(line) != s) problem(SlotName(s) + ": line " + std::to_string(line) + " is not mapped to it");
     // A slot just allocated has no record until its first data lands.
     if (valid > 0 && !recorded[s]) problem(SlotName(s) + ": caches line " + std::to_string(line) + " without a record");
-    if ((dirty > 0) != (dirty_index_.count(line) == 1)) problem(SlotName(s) + ": the dirty index disagrees");
+    if ((dirty > 0) != dirty_lines_.Contains(line)) problem(SlotName(s) + ": the dirty index disagrees");
   }
-  for (const auto& [line, slot] : map_) {
-    if (slot >= capacity_ || slot_line_[slot] != line) problem("line " + std::to_string(line) + ": mapped to a slot that holds another");
-  }
+  if (free_slots != free_.size()) problem("the free slots count " + std::to_string(free_.size()) + ", not " + std::to_string(free_slots));
+  if (cached != index_.size()) problem("the index holds " + std::to_string(index_.size()) + " lines, the slots " + std::to_string(cached));
+  if (dirty_lines != dirty_lines_.size()) problem("the dirty index holds " + std::to_string(dirty_lines_.size()) + " lines, the slots " + std::to_string(dirty_lines));
 }
 
 }  // namespace cachecore

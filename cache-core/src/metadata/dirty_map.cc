@@ -30,13 +30,20 @@ DirtyMap::DirtyMap(const CacheIdentity& identity)
       dirty_lines_(regions_, 0),
       page_changed_(pages_, false) {}
 
+// A count that reaches kStuck stays there (a region of more than 65,534
+// dirty lines: an origin over 64 TiB): its bit stays set until the next
+// start counts again, "may be stale" as the map's rule allows.
+constexpr uint16_t kStuck = UINT16_MAX;
+
 void DirtyMap::LineDirty(uint64_t line) {
   uint32_t r = RegionOf(line);
+  if (dirty_lines_[r] == kStuck) return;
   if (dirty_lines_[r]++ == 0) page_changed_[r / kRegionsPerPage] = true;
 }
 
 void DirtyMap::LineClean(uint64_t line) {
   uint32_t r = RegionOf(line);
+  if (dirty_lines_[r] == kStuck) return;
   if (dirty_lines_[r] > 0 && --dirty_lines_[r] == 0) page_changed_[r / kRegionsPerPage] = true;
 }
 

@@ -218,6 +218,20 @@ Result<std::unique_ptr<MetadataStore>> MetadataStore::Open(const std::string& pa
   return std::unique_ptr<MetadataStore>(new MetadataStore(db));
 }
 
+MetadataStore::Memory MetadataStore::MemoryUsage() const {
+  Memory m;
+  auto property = [&](const char* name) {
+    uint64_t value = 0;
+    return db_->GetIntProperty(name, &value) ? value : 0;
+  };
+  m.memtables = property("rocksdb.cur-size-all-mem-tables");
+  m.block_cache = property("rocksdb.block-cache-usage");
+  m.block_cache_cap = property("rocksdb.block-cache-capacity");
+  const rocksdb::Options o = db_->GetOptions();
+  m.memtables_cap = uint64_t{o.write_buffer_size} * static_cast<uint64_t>(o.max_write_buffer_number);
+  return m;
+}
+
 Result<CacheIdentity> MetadataStore::GetIdentity() {
   std::string value;
   Status s = FromRocks(db_->Get(rocksdb::ReadOptions(), kIdentityKey, &value), "cache identity");

@@ -91,9 +91,10 @@ struct Counts {
 // policy's victim when full.
 Counts Simulate(const Sample& s, uint64_t lines, uint32_t promote_after) {
   Counts c;
-  auto policy = NewS3FifoPolicy(static_cast<uint32_t>(lines), promote_after);
   std::vector<int32_t> slot_of(s.block_of_id.size(), -1);
   std::vector<uint32_t> id_in_slot(lines);
+  auto policy = NewS3FifoPolicy(static_cast<uint32_t>(lines), promote_after,
+                                [&](uint32_t slot) { return s.block_of_id[id_in_slot[slot]]; });
   uint32_t used = 0;
   auto always = [](uint32_t) { return true; };
   for (uint32_t a : s.accesses) {

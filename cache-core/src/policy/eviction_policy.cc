@@ -1,10 +1,11 @@
 #include "cachecore/policy/eviction_policy.h"
 
 #include <algorithm>
-#include <cassert>
 #include <deque>
-#include <unordered_map>
+#include <utility>
 #include <vector>
+
+#include "policy/ghost_filter.h"
 
 namespace cachecore {
 
@@ -36,47 +37,52 @@ class SlotLists {
     prev_[s] = next_[s] = kNil;
     --l.size;
   }
+  size_t MemoryBytes() const { return (prev_.capacity() + next_.capacity()) * sizeof(uint32_t); }
 
  private:
   std::vector<uint32_t> prev_, next_;
 };
 
+// S3-FIFO's queues are rings of slot numbers (4 bytes a line where a
+// linked list costs 8). A line removed from the middle (invalidated,
+// pinned, demoted) leaves its entry behind, skipped when it reaches the
+// tail; so does a line moved and re-queued. Each slot counts its entries
+// in each ring (2 bits each): an entry is the slot's live one when it is
+// the last of them and the slot is placed in that ring. A ring is
+// compacted when a count would overflow or stale entries outnumber live ones.
 class S3Fifo : public EvictionPolicy {
  public:
-  S3Fifo(uint32_t capacity, uint32_t promote_after)
-      : lists_(capacity), freq_(capacity, 0), where_(capacity, kNone), key_(capacity, 0),
+  S3Fifo(uint32_t capacity, uint32_t promote_after, KeyOfSlot key_of)
+      : meta_(capacity, 0), key_of_(std::move(key_of)),
         small_target_(std::max<uint32_t>(1, capacity / 10)),
-        ghost_limit_(capacity - small_target_), promote_after_(promote_after) {}
+        ghost_(std::max<uint32_t>(1, capacity - small_target_)),
+        promote_after_(promote_after) {}
 
   void OnInsert(uint32_t slot, uint64_t key) override {
-    key_[slot] = key;
-    freq_[slot] = 0;
-    auto g = ghost_.find(key);
-    if (g != ghost_.end()) {  // seen recently and evicted early: straight to main
-      ghost_.erase(g);
-      Place(slot, kMain);
-    } else {
-      Place(slot, kSmall);
-    }
+    OnRemove(slot);
+    SetFreq(slot, 0);
+    // Seen recently and evicted early: straight to main.
+    Place(slot, ghost_.Take(key) ? kMain : kSmall);
   }
 
   void OnHit(uint32_t slot) override {
-    if (freq_[slot] < 3) ++freq_[slot];
+    if (Freq(slot) < 3) SetFreq(slot, Freq(slot) + 1);
   }
 
   void OnRemove(uint32_t slot) override {
-    if (where_[slot] == kSmall) lists_.Unlink(small_, slot);
-    else if (where_[slot] == kMain) lists_.Unlink(main_, slot);
-    where_[slot] = kNone;
+    const Where w = WhereOf(slot);
+    if (w == kSmall || w == kMain) --rings_[w].live;
+    SetWhere(slot, kNone);
   }
 
   std::optional<uint32_t> PickVictim(const std::function<bool(uint32_t)>& usable,
                                      uint64_t max_refusals, uint64_t max_looks) override {
     // Each occupied slot is looked at a bounded number of times (a main
     // line is re-queued at most 3 times before its frequency is spent).
-    uint64_t budget = std::min<uint64_t>(5ull * (small_.size + main_.size) + 8, max_looks), refusals = 0;
-    while (budget-- > 0 && small_.size + main_.size > 0) {
-      bool from_small = small_.size >= small_target_ || main_.size == 0;
+    const uint64_t live = rings_[kSmall].live + rings_[kMain].live;
+    uint64_t budget = std::min<uint64_t>(5 * live + 8, max_looks), refusals = 0;
+    while (budget-- > 0 && rings_[kSmall].live + rings_[kMain].live > 0) {
+      const bool from_small = rings_[kSmall].live >= small_target_ || rings_[kMain].live == 0;
       bool refused = false;
       std::optional<uint32_t> v = from_small ? FromSmall(usable, refused) : FromMain(usable, refused);
       if (v) return v;
@@ -85,19 +91,74 @@ class S3Fifo : public EvictionPolicy {
     return std::nullopt;
   }
 
+  size_t MemoryBytes() const override {
+    return meta_.capacity() + ghost_.MemoryBytes() +
+           (rings_[kSmall].entries.size() + rings_[kMain].entries.size()) * sizeof(uint32_t);
+  }
+
  private:
-  enum Where : uint8_t { kNone, kSmall, kMain };
+  // Per slot, one byte: where (2 bits), frequency (2), entries in the
+  // small ring (2) and in the main ring (2).
+  enum Where : uint8_t { kNone = 0, kSmall = 1, kMain = 2, kPicked = 3 };
+  struct Ring {
+    std::deque<uint32_t> entries;  // pushed at the back, taken from the front
+    uint64_t live = 0;
+  };
+
+  Where WhereOf(uint32_t s) const { return static_cast<Where>(meta_[s] & 3); }
+  void SetWhere(uint32_t s, Where w) { meta_[s] = static_cast<uint8_t>((meta_[s] & ~3) | w); }
+  uint32_t Freq(uint32_t s) const { return (meta_[s] >> 2) & 3; }
+  void SetFreq(uint32_t s, uint32_t f) { meta_[s] = static_cast<uint8_t>((meta_[s] & ~0xc) | f << 2); }
+  // Entries of slot `s` in ring `w` (kSmall or kMain).
+  uint32_t Entries(uint32_t s, Where w) const { return (meta_[s] >> (2 + 2 * w)) & 3; }
+  void SetEntries(uint32_t s, Where w, uint32_t n) {
+    const int shift = 2 + 2 * w;
+    meta_[s] = static_cast<uint8_t>((meta_[s] & ~(3 << shift)) | n << shift);
+  }
 
   void Place(uint32_t slot, Where w) {
-    where_[slot] = w;
-    lists_.PushHead(w == kSmall ? small_ : main_, slot);
+    Ring& r = rings_[w];
+    if (Entries(slot, w) == 3 || r.entries.size() > 2 * r.live + 1024) Compact(w);
+    SetWhere(slot, w);
+    SetEntries(slot, w, Entries(slot, w) + 1);
+    r.entries.push_back(slot);
+    ++r.live;
+  }
+
+  // The live entry nearest the front of ring `w`, taken out (its slot then
+  // placed nowhere), skipping stale ones. REQUIRES: the ring has a live one.
+  uint32_t TakeFront(Where w) {
+    Ring& r = rings_[w];
+    for (;;) {
+      const uint32_t s = r.entries.front();
+      r.entries.pop_front();
+      const uint32_t n = Entries(s, w) - 1;
+      SetEntries(s, w, n);
+      if (n == 0 && WhereOf(s) == w) {
+        --r.live;
+        SetWhere(s, kNone);
+        return s;
+      }
+    }
+  }
+
+  // Keeps only the live entries of ring `w`, in their order.
+  void Compact(Where w) {
+    Ring& r = rings_[w];
+    std::deque<uint32_t> kept;
+    for (uint32_t s : r.entries) {
+      const uint32_t n = Entries(s, w) - 1;
+      SetEntries(s, w, n);
+      if (n == 0 && WhereOf(s) == w) kept.push_back(s);
+    }
+    for (uint32_t s : kept) SetEntries(s, w, 1);
+    r.entries.swap(kept);
   }
 
   std::optional<uint32_t> FromSmall(const std::function<bool(uint32_t)>& usable, bool& refused) {
-    uint32_t t = small_.tail;
-    lists_.Unlink(small_, t);
-    if (freq_[t] > promote_after_) {
-      freq_[t] = 0;
+    const uint32_t t = TakeFront(kSmall);
+    if (Freq(t) > promote_after_) {
+      SetFreq(t, 0);
       Place(t, kMain);
       return std::nullopt;
     }
@@ -106,61 +167,33 @@ class S3Fifo : public EvictionPolicy {
       refused = true;
       return std::nullopt;
     }
-    Place(t, kSmall);  // stays tracked until OnRemove; remembered as a ghost
-    Remember(key_[t]);
+    SetWhere(t, kPicked);
+    ghost_.Add(key_of_(t));
     return t;
   }
 
   std::optional<uint32_t> FromMain(const std::function<bool(uint32_t)>& usable, bool& refused) {
-    uint32_t t = main_.tail;
-    lists_.Unlink(main_, t);
-    if (freq_[t] > 0) {
-      --freq_[t];
+    const uint32_t t = TakeFront(kMain);
+    if (Freq(t) > 0) {
+      SetFreq(t, Freq(t) - 1);
       Place(t, kMain);
       return std::nullopt;
     }
-    Place(t, kMain);
     if (!usable(t)) {
+      Place(t, kMain);
       refused = true;
       return std::nullopt;
     }
+    SetWhere(t, kPicked);
     return t;
   }
 
-  void Remember(uint64_t key) {
-    ghost_[key] = ++ghost_clock_;
-    ghost_fifo_.push_back({key, ghost_clock_});
-    while (ghost_.size() > ghost_limit_ && !ghost_fifo_.empty()) {
-      auto [k, stamp] = ghost_fifo_.front();
-      ghost_fifo_.pop_front();
-      auto it = ghost_.find(k);
-      if (it != ghost_.end() && it->second == stamp) ghost_.erase(it);
-    }
-    // Entries superseded by a later Remember are skipped above; keep the
-    // FIFO from growing without bound when keys repeat.
-    if (ghost_fifo_.size() > 2 * static_cast<size_t>(ghost_limit_) + 16) Compact();
-  }
-
-  void Compact() {
-    std::deque<std::pair<uint64_t, uint64_t>> kept;
-    for (auto& e : ghost_fifo_) {
-      auto it = ghost_.find(e.first);
-      if (it != ghost_.end() && it->second == e.second) kept.push_back(e);
-    }
-    ghost_fifo_.swap(kept);
-  }
-
-  SlotLists lists_;
-  SlotLists::List small_, main_;
-  std::vector<uint8_t> freq_;
-  std::vector<Where> where_;
-  std::vector<uint64_t> key_;
+  std::vector<uint8_t> meta_;
+  KeyOfSlot key_of_;
+  Ring rings_[3];  // by Where: kSmall and kMain
   uint32_t small_target_;
-  uint32_t ghost_limit_;
+  GhostFilter ghost_;
   uint32_t promote_after_;
-  std::unordered_map<uint64_t, uint64_t> ghost_;
-  std::deque<std::pair<uint64_t, uint64_t>> ghost_fifo_;
-  uint64_t ghost_clock_ = 0;
 };
 
 class Lru : public EvictionPolicy {
@@ -180,6 +213,7 @@ class Lru : public EvictionPolicy {
     lists_.Unlink(list_, slot);
     tracked_[slot] = false;
   }
+  size_t MemoryBytes() const override { return lists_.MemoryBytes() + tracked_.capacity() / 8; }
   std::optional<uint32_t> PickVictim(const std::function<bool(uint32_t)>& usable,
                                      uint64_t max_refusals, uint64_t max_looks) override {
     for (uint32_t n = 0; n < list_.size && n < std::min(max_refusals, max_looks); ++n) {
@@ -199,8 +233,9 @@ class Lru : public EvictionPolicy {
 
 }  // namespace
 
-std::unique_ptr<EvictionPolicy> NewS3FifoPolicy(uint32_t capacity, uint32_t promote_after) {
-  return std::make_unique<S3Fifo>(capacity, promote_after);
+std::unique_ptr<EvictionPolicy> NewS3FifoPolicy(uint32_t capacity, uint32_t promote_after,
+                                                KeyOfSlot key_of) {
+  return std::make_unique<S3Fifo>(capacity, promote_after, std::move(key_of));
 }
 
 std::unique_ptr<EvictionPolicy> NewLruPolicy(uint32_t capacity) {

@@ -52,6 +52,8 @@ class DirtyMap {
   std::vector<std::pair<uint64_t, AlignedBuffer>> TakeChangedPages(bool all);
   // After a failed write: every page is written again next time.
   void MarkAllChanged() { page_changed_.assign(pages_, true); }
+  // Heap bytes held (a count per region).
+  size_t MemoryBytes() const { return dirty_lines_.capacity() * sizeof(uint16_t) + pages_ / 8; }
 
   // Reads the map of the cache `identity` describes from `cache`: the origin
   // ranges that may be stale. kCorruption when a page fails its checksum.
@@ -66,7 +68,7 @@ class DirtyMap {
   uint64_t lines_per_region_;
   uint32_t regions_;
   uint32_t pages_;
-  std::vector<uint32_t> dirty_lines_;  // per region
+  std::vector<uint16_t> dirty_lines_;  // per region, up to kStuck
   std::vector<bool> page_changed_;
 };
 

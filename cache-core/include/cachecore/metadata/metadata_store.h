@@ -103,6 +103,14 @@ class MetadataStore {
   // Removes every line record (a cold start over a fresh store).
   Status DeleteAllLines();
 
+  // RocksDB's own memory, apart from the engine's tables: its memtables
+  // (unflushed writes) and block cache, each with the cap that bounds it.
+  struct Memory {
+    uint64_t memtables = 0, memtables_cap = 0;
+    uint64_t block_cache = 0, block_cache_cap = 0;
+  };
+  Memory MemoryUsage() const;
+
   // True once a write or sync failed (see above); the first error then.
   bool failed() const { return failed_.load(std::memory_order_acquire); }
   Status failure() const;

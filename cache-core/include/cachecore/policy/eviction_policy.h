@@ -3,6 +3,7 @@
 // thread-safe themselves. Slots are 0..capacity-1.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -28,17 +29,25 @@ class EvictionPolicy {
   // or given another round for their hits (a caller that must not take
   // long: a reactor; the next call goes on where this one stopped). With
   // no bound on looks the victim is the policy's own choice.
-  // The victim stays tracked until the caller calls OnRemove.
+  // The caller removes the victim (OnRemove) before it picks again.
   virtual std::optional<uint32_t> PickVictim(const std::function<bool(uint32_t)>& usable,
                                              uint64_t max_refusals, uint64_t max_looks) = 0;
+  // Heap bytes the policy holds.
+  virtual size_t MemoryBytes() const = 0;
 };
 
+// The origin line (key) of an occupied slot; called by PickVictim.
+using KeyOfSlot = std::function<uint64_t(uint32_t slot)>;
+
 // S3-FIFO (Yang et al., SOSP 2023): a small probationary FIFO (10 %), a main
-// FIFO with a 2-bit frequency, and a ghost FIFO of recently evicted keys.
+// FIFO with a 2-bit frequency, and a ghost of recently evicted keys.
 // Scan-resistant (one-hit lines leave from the small queue) and
 // frequency-aware. A line moves to main after more than `promote_after`
-// hits in the small queue (0: after any hit).
-std::unique_ptr<EvictionPolicy> NewS3FifoPolicy(uint32_t capacity, uint32_t promote_after = 1);
+// hits in the small queue (0: after any hit). About 7 bytes per slot: the
+// FIFOs are rings of slot numbers, and the ghost (0.9 x `capacity` keys)
+// 16-bit fingerprints in small buckets (docs/design.md, "RAM per line").
+std::unique_ptr<EvictionPolicy> NewS3FifoPolicy(uint32_t capacity, uint32_t promote_after,
+                                                KeyOfSlot key_of);
 
 // Plain LRU, the baseline every other policy must beat.
 std::unique_ptr<EvictionPolicy> NewLruPolicy(uint32_t capacity);

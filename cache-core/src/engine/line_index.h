@@ -1,0 +1,105 @@
+// The compact per-slot tables under the slot table: which origin line each
+// slot holds (40 bits), the index from origin line to slot, and the free
+// slots. Each costs a few bytes per slot, where node-based containers cost
+// tens (docs/design.md, "RAM per line"). Not thread-safe: the slot table
+// guards them. Not a public header.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+namespace cachecore {
+
+constexpr uint64_t kNoLine = UINT64_MAX;
+
+// The origin line of every slot in 5 bytes: origin lines are below
+// kMaxOriginLines (an origin of 4 PiB in 4 KiB lines).
+class PackedLines {
+ public:
+  static constexpr uint64_t kMaxOriginLines = (uint64_t{1} << 40) - 1;
+
+  explicit PackedLines(uint32_t capacity) : low_(capacity, UINT32_MAX), high_(capacity, 0xff) {}
+
+  // kNoLine when the slot holds no line.
+  uint64_t Get(uint32_t slot) const {
+    const uint64_t v = (uint64_t{high_[slot]} << 32) | low_[slot];
+    return v == kMaxOriginLines ? kNoLine : v;
+  }
+  // `line` is kNoLine or below kMaxOriginLines.
+  void Set(uint32_t slot, uint64_t line) {
+    const uint64_t v = line == kNoLine ? kMaxOriginLines : line;
+    low_[slot] = static_cast<uint32_t>(v);
+    high_[slot] = static_cast<uint8_t>(v >> 32);
+  }
+  size_t MemoryBytes() const { return low_.capacity() * 4 + high_.capacity(); }
+
+ private:
+  std::vector<uint32_t> low_;
+  std::vector<uint8_t> high_;
+};
+
+// Origin line -> slot: an open-addressed table of 32-bit entries with
+// linear probing and deletion by backward shift (no tombstones). An entry
+// is a slot number with, in the bits a slot does not need, a fingerprint
+// of the line's hash: most probes are told apart without reading the
+// line of the slot (a cache miss). The keys are the lines `lines` holds:
+// a slot's line is set before it is inserted and cleared after it is erased.
+class LineIndex {
+ public:
+  static constexpr uint32_t kNotFound = UINT32_MAX;
+
+  LineIndex(uint32_t capacity, const PackedLines& lines);
+
+  uint32_t Find(uint64_t line) const;
+  // False when `line` is indexed already (to any slot).
+  bool Insert(uint64_t line, uint32_t slot);
+  // Removes `line`; nothing when it is not indexed.
+  void Erase(uint64_t line);
+  size_t size() const { return size_; }
+  size_t MemoryBytes() const { return table_.capacity() * 4; }
+
+ private:
+  uint64_t Hash(uint64_t line) const;
+  size_t Home(uint64_t hash) const {
+    return static_cast<size_t>((static_cast<unsigned __int128>(hash) * table_.size()) >> 64);
+  }
+  uint32_t Fingerprint(uint64_t hash) const {
+    return static_cast<uint32_t>(hash) & fingerprint_mask_;
+  }
+  size_t Next(size_t i) const { return i + 1 == table_.size() ? 0 : i + 1; }
+  // The position of `line`'s entry, or of the empty entry that ends its probe.
+  size_t Probe(uint64_t line, uint64_t hash) const;
+
+  const PackedLines& lines_;
+  uint32_t slot_bits_;
+  uint32_t slot_mask_;
+  uint32_t fingerprint_mask_;
+  std::vector<uint32_t> table_;
+  size_t size_ = 0;
+};
+
+// The free slots as a bitmap, handed out in ascending order from a cursor
+// (a fresh cache fills its device front to back).
+class FreeSlotBitmap {
+ public:
+  // All `capacity` slots free.
+  explicit FreeSlotBitmap(uint32_t capacity);
+
+  size_t size() const { return free_; }
+  bool empty() const { return free_ == 0; }
+  bool Contains(uint32_t slot) const { return (words_[slot / 64] >> (slot % 64)) & 1; }
+  // The next free slot at or after the cursor, wrapping. REQUIRES: !empty().
+  uint32_t Take();
+  void Put(uint32_t slot);
+  // Marks `slot` used (a warm start adopting its record).
+  void Remove(uint32_t slot);
+  size_t MemoryBytes() const { return words_.capacity() * 8; }
+
+ private:
+  std::vector<uint64_t> words_;
+  size_t free_;
+  uint32_t cursor_ = 0;  // a word index
+};
+
+}  // namespace cachecore

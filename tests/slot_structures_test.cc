@@ -1,0 +1,240 @@
+// The compact tables under the slot table (line_index.h, dirty_lines.h) and
+// the policy's ghost filter, against plain standard containers driven by
+// the same random operations.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <random>
+#include <set>
+
+#include "../cache-core/src/engine/block_epochs.h"
+#include "../cache-core/src/engine/dirty_lines.h"
+#include "../cache-core/src/engine/line_index.h"
+#include "../cache-core/src/policy/ghost_filter.h"
+#include "cachecore/policy/eviction_policy.h"
+
+namespace cachecore {
+namespace {
+
+TEST(PackedLinesTest, HoldsFortyBitLinesAndNoLine) {
+  PackedLines lines(3);
+  EXPECT_EQ(lines.Get(0), kNoLine);
+  lines.Set(1, PackedLines::kMaxOriginLines - 1);
+  lines.Set(2, 0x12'3456'789a);
+  EXPECT_EQ(lines.Get(1), PackedLines::kMaxOriginLines - 1);
+  EXPECT_EQ(lines.Get(2), 0x12'3456'789aull);
+  lines.Set(2, kNoLine);
+  EXPECT_EQ(lines.Get(2), kNoLine);
+}
+
+// Inserts and erases as the slot table does (a slot's line set before it
+// is indexed, cleared after), checked against a std::map after each step.
+void ExerciseIndex(uint32_t capacity, uint64_t line_range, uint32_t steps) {
+  PackedLines lines(capacity);
+  LineIndex index(capacity, lines);
+  std::map<uint64_t, uint32_t> model;
+  std::vector<uint32_t> free_slots;
+  for (uint32_t s = 0; s < capacity; ++s) free_slots.push_back(s);
+  std::mt19937_64 rng(capacity);
+  for (uint32_t step = 0; step < steps; ++step) {
+    const uint64_t line = rng() % line_range;
+    auto it = model.find(line);
+    if (it == model.end() && !free_slots.empty()) {
+      const uint32_t slot = free_slots.back();
+      free_slots.pop_back();
+      lines.Set(slot, line);
+      ASSERT_TRUE(index.Insert(line, slot));
+      ASSERT_FALSE(index.Insert(line, slot));
+      model[line] = slot;
+    } else if (it != model.end()) {
+      index.Erase(line);
+      lines.Set(it->second, kNoLine);
+      free_slots.push_back(it->second);
+      model.erase(it);
+    }
+    const uint64_t probe = rng() % line_range;
+    auto m = model.find(probe);
+    ASSERT_EQ(index.Find(probe), m == model.end() ? LineIndex::kNotFound : m->second) << step;
+  }
+  ASSERT_EQ(index.size(), model.size());
+  for (const auto& [line, slot] : model) ASSERT_EQ(index.Find(line), slot);
+}
+
+TEST(LineIndexTest, AgreesWithAMapUnderChurn) {
+  ExerciseIndex(1000, 1500, 200000);        // mostly full: long probes, many shifts
+  ExerciseIndex(1u << 20, 1u << 21, 300000);  // fingerprints of a few bits
+  ExerciseIndex(7, 50, 20000);              // tiny: probes wrap around the table
+}
+
+TEST(LineIndexTest, CostsUnderFiveBytesASlot) {
+  PackedLines lines(1'000'000);
+  LineIndex index(1'000'000, lines);
+  EXPECT_LE(index.MemoryBytes(), 4'800'100u);
+}
+
+TEST(FreeSlotsTest, HandsOutAscendingAndWrapsAround) {
+  FreeSlotBitmap free(130);
+  EXPECT_EQ(free.size(), 130u);
+  for (uint32_t s = 0; s < 130; ++s) ASSERT_EQ(free.Take(), s);
+  EXPECT_TRUE(free.empty());
+  free.Put(5);
+  free.Put(129);
+  free.Put(129);  // twice: counted once
+  EXPECT_EQ(free.size(), 2u);
+  EXPECT_EQ(free.Take(), 129u);  // the cursor is past 5's word
+  EXPECT_EQ(free.Take(), 5u);
+  free.Put(7);
+  free.Remove(7);
+  EXPECT_TRUE(free.empty());
+  EXPECT_FALSE(free.Contains(7));
+}
+
+TEST(DirtyLineSetTest, AgreesWithASetAcrossArraysAndBitmaps) {
+  DirtyLineSet dirty;
+  std::set<uint64_t> model;
+  std::mt19937_64 rng(7);
+  // Dense in the first chunks (bitmaps), sparse far away (arrays).
+  auto line = [&] { return rng() % 3 == 0 ? (rng() % (1ull << 34)) : rng() % 200000; };
+  for (int step = 0; step < 400000; ++step) {
+    const uint64_t l = line();
+    if (rng() % 3 == 0) ASSERT_EQ(dirty.Erase(l), model.erase(l) == 1);
+    else ASSERT_EQ(dirty.Insert(l), model.insert(l).second);
+    if (step % 50000 == 0) {  // bitmaps shrink back into arrays
+      for (uint64_t x = 0; x < 150000; ++x) {
+        ASSERT_EQ(dirty.Erase(x), model.erase(x) == 1);
+      }
+    }
+  }
+  ASSERT_EQ(dirty.size(), model.size());
+  for (int i = 0; i < 1000; ++i) {
+    const uint64_t l = line();
+    ASSERT_EQ(dirty.Contains(l), model.count(l) == 1);
+  }
+  std::vector<uint64_t> all;
+  dirty.AppendRange(0, kNoLine, SIZE_MAX, all);
+  ASSERT_EQ(all, std::vector<uint64_t>(model.begin(), model.end()));
+  // A window, cut short by `max`.
+  std::vector<uint64_t> some;
+  dirty.AppendRange(70000, 140000, 100, some);
+  std::vector<uint64_t> expected;
+  for (auto it = model.lower_bound(70000); it != model.end() && *it < 140000 && expected.size() < 100; ++it) {
+    expected.push_back(*it);
+  }
+  EXPECT_EQ(some, expected);
+}
+
+TEST(DirtyLineSetTest, CostsAboutTwoBytesADirtyLine) {
+  DirtyLineSet dirty;
+  // Every 10th line of a 10-million-line origin: bitmaps.
+  for (uint64_t l = 0; l < 10'000'000; l += 10) dirty.Insert(l);
+  EXPECT_LE(dirty.MemoryBytes(), 1'000'000u * 2);
+  // One line in every 300: arrays.
+  DirtyLineSet sparse;
+  for (uint64_t l = 0; l < 300'000'000; l += 300) sparse.Insert(l);
+  EXPECT_LE(sparse.MemoryBytes(), 1'000'000u * 3);
+}
+
+// One byte an epoch answers what eight did, through hundreds of flushes,
+// some of them failing (the completed epoch falls behind), as long as each
+// flush's beginning sweeps its part: "written before the completed flush"
+// and "written before epoch X" for the current epoch and the one before.
+TEST(BlockEpochsTest, OneByteAnswersAsTheFullEpochThroughWrapsAndFailedFlushes) {
+  constexpr size_t kBlocks = 1000;
+  BlockEpochs epochs(kBlocks);
+  std::vector<uint64_t> truth(kBlocks, 0);
+  std::mt19937_64 rng(11);
+  uint64_t started = 1, completed = 1;
+  for (int flush = 0; flush < 5000; ++flush) {
+    for (int w = 0; w < 50; ++w) {  // writes in the current epoch
+      const size_t i = rng() % kBlocks;
+      const uint64_t e = rng() % 8 == 0 ? 0 : started;  // some cleaned (epoch 0)
+      epochs.Set(i, e);
+      truth[i] = e;
+    }
+    for (size_t i = 0; i < kBlocks; ++i) {
+      const uint64_t got = epochs.Get(i, started);
+      ASSERT_EQ(got < completed, truth[i] < completed) << "stable, block " << i << " flush " << flush;
+      ASSERT_EQ(got < started, truth[i] < started) << "maybe stable now, block " << i;
+      ASSERT_EQ(got < started - 1, truth[i] < started - 1) << "maybe stable before, block " << i;
+    }
+    ++started;  // BeginFlush
+    epochs.Sweep(started, completed);
+    // Runs of flushes fail (nothing completes) for up to 300 epochs.
+    if ((flush / 300) % 2 == 0 || rng() % 50 == 0) completed = started;
+  }
+}
+
+TEST(GhostFilterTest, RemembersAboutTheLastKeysAndForgetsTaken) {
+  GhostFilter ghost(16000);
+  for (uint64_t k = 0; k < 40000; ++k) ghost.Add(k * 7919);
+  // Nearly all of the last half of what it remembers (a bucket that drew
+  // more than 16 of them forgets its oldest).
+  uint64_t recent = 0;
+  for (uint64_t k = 32000; k < 40000; ++k) recent += ghost.Take(k * 7919);
+  EXPECT_GT(recent, 7900u);
+  EXPECT_FALSE(ghost.Take(39999 * 7919)) << "taken once, forgotten";
+  // Keys added long ago, and keys never added, are not found.
+  uint64_t old = 0, never = 0;
+  for (uint64_t k = 0; k < 10000; ++k) old += ghost.Take(k * 7919);
+  for (uint64_t k = 0; k < 100000; ++k) never += ghost.Take((k << 40) + 1);
+  EXPECT_LT(old, 100u);
+  EXPECT_LT(never, 100u);
+  EXPECT_EQ(ghost.MemoryBytes(), 16000u * 2);
+}
+
+// Lines removed from the middle of the queues (invalidated, pinned) and
+// inserted again leave stale entries behind: they are never victims twice,
+// and a live line is never lost.
+TEST(S3FifoTest, RemovedAndReinsertedSlotsAreVictimsOnce) {
+  constexpr uint32_t kSlots = 64;
+  std::vector<uint64_t> key(kSlots);
+  auto policy = NewS3FifoPolicy(kSlots, 1, [&](uint32_t s) { return key[s]; });
+  std::set<uint32_t> tracked;
+  std::mt19937_64 rng(3);
+  uint64_t next_key = 0;
+  for (uint32_t s = 0; s < kSlots; ++s) {
+    key[s] = next_key++;
+    policy->OnInsert(s, key[s]);
+    tracked.insert(s);
+  }
+  auto always = [](uint32_t) { return true; };
+  for (int step = 0; step < 100000; ++step) {
+    const uint32_t s = static_cast<uint32_t>(rng() % kSlots);
+    switch (rng() % 4) {
+      case 0:
+        policy->OnHit(s);
+        break;
+      case 1:  // removed from the middle, then back
+        policy->OnRemove(s);
+        tracked.erase(s);
+        if (rng() % 2) {
+          key[s] = next_key++;
+          policy->OnInsert(s, key[s]);
+          tracked.insert(s);
+        }
+        break;
+      default: {
+        std::optional<uint32_t> v = policy->PickVictim(always, UINT64_MAX, UINT64_MAX);
+        ASSERT_EQ(v.has_value(), !tracked.empty());
+        if (!v) break;
+        ASSERT_EQ(tracked.count(*v), 1u) << "a victim the policy no longer tracks";
+        policy->OnRemove(*v);
+        tracked.erase(*v);
+        key[*v] = next_key++;
+        policy->OnInsert(*v, key[*v]);
+        tracked.insert(*v);
+      }
+    }
+  }
+  // Every tracked slot comes out exactly once.
+  std::set<uint32_t> seen;
+  while (auto v = policy->PickVictim(always, UINT64_MAX, UINT64_MAX)) {
+    ASSERT_TRUE(seen.insert(*v).second);
+    policy->OnRemove(*v);
+  }
+  EXPECT_EQ(seen, tracked);
+  EXPECT_LT(policy->MemoryBytes(), kSlots * 8 + 64 * 1024);
+}
+
+}  // namespace
+}  // namespace cachecore

@@ -39,9 +39,10 @@ for config, phases in (("cachectl", 3), ("nbdkit-cache", 3), ("uncached", 2)):
 if not pressure["timeline"] or pressure["drain"]["seconds"] <= 0:
     fail(f"pressure section: no timeline or drain: {pressure['drain']}")
 meta = r["metadata"][0]
-if (meta["lines"] != 20000 or meta["rss_bytes_per_line"] <= 0 or meta["open_seconds"] <= 0
-        or not 0 < meta["rss_bytes_per_line_empty"] < meta["rss_bytes_per_line"]
-        or not 0 < meta["store_open_seconds"] <= meta["open_seconds"]):
+if (meta["lines"] != 20000 or meta["dirty_lines"] != 20000 or meta["churn_evictions"] < 20000
+        or meta["rss_bytes_per_line"] <= 0 or not meta["open_seconds"] > 0 or not meta["open_seconds_after_crash"] > 0
+        or not 0 < meta["store_open_seconds"] <= meta["open_seconds"]
+        or meta["rocksdb_memtable_cap_bytes"] <= 0 or "writeback_4k_iops" not in meta):
     fail(f"metadata section: {meta}")
 if not r["policy"] or not 0 < r["policy"][0]["cachectl"] < 1:
     fail(f"policy section: {r['policy']}")

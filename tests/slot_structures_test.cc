@@ -72,21 +72,38 @@ TEST(LineIndexTest, CostsUnderFiveBytesASlot) {
   EXPECT_LE(index.MemoryBytes(), 4'800'100u);
 }
 
-TEST(FreeSlotsTest, HandsOutAscendingAndWrapsAround) {
-  FreeSlotBitmap free(130);
-  EXPECT_EQ(free.size(), 130u);
+TEST(FreeSlotsTest, HandsOutFreedSlotsFirstThenAscending) {
+  FreeSlotBitmap free(200);
+  EXPECT_EQ(free.size(), 200u);
   for (uint32_t s = 0; s < 130; ++s) ASSERT_EQ(free.Take(), s);
-  EXPECT_TRUE(free.empty());
   free.Put(5);
-  free.Put(129);
-  free.Put(129);  // twice: counted once
-  EXPECT_EQ(free.size(), 2u);
-  EXPECT_EQ(free.Take(), 129u);  // the cursor is past 5's word
-  EXPECT_EQ(free.Take(), 5u);
+  free.Put(129);  // in the cursor's word: found by the cursor
+  free.Put(5);    // twice: counted once
+  EXPECT_EQ(free.size(), 72u);
+  EXPECT_EQ(free.Take(), 5u);  // freed behind the cursor: the stack
+  EXPECT_EQ(free.Take(), 129u);
+  for (uint32_t s = 130; s < 200; ++s) ASSERT_EQ(free.Take(), s);
+  EXPECT_TRUE(free.empty());
   free.Put(7);
-  free.Remove(7);
+  free.Remove(7);  // a warm start's adoption
   EXPECT_TRUE(free.empty());
   EXPECT_FALSE(free.Contains(7));
+  free.Put(8);
+  EXPECT_EQ(free.Take(), 8u);  // 7's stale entry skipped
+}
+
+// A full cache whose few free slots are scattered (trims): the slot freed
+// is the one taken (from the stack: no scan of 65,536 bitmap words each).
+TEST(FreeSlotsTest, AFreedSlotInAFullCacheIsTheNextTaken) {
+  constexpr uint32_t kSlots = 1u << 22;
+  FreeSlotBitmap free(kSlots);
+  for (uint32_t s = 0; s < kSlots; ++s) free.Take();
+  for (uint64_t round = 0; round < 100000; ++round) {
+    const uint32_t slot = static_cast<uint32_t>((round * 2654435761u) % kSlots);
+    free.Put(slot);
+    ASSERT_EQ(free.Take(), slot);
+  }
+  EXPECT_TRUE(free.empty());
 }
 
 TEST(DirtyLineSetTest, AgreesWithASetAcrossArraysAndBitmaps) {

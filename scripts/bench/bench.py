@@ -282,31 +282,39 @@ class Bench:
     def metadata(self):
         sizes = (20_000,) if self.smoke else (1_000_000,) if self.quick else (1_000_000, 10_000_000)
         overwrites = 2000 if self.smoke else 20000
+        tool = f"{self.args.build}/scripts/bench/cachectl-meta-bench"
+        run = lambda *a: json.loads(subprocess.run([tool, *a], check=True, capture_output=True,
+                                                   text=True).stdout)
         rows = []
         for lines in sizes:
-            # Past a million lines the flush and write-through part is left
-            # out: it writes the whole origin too, doubling the disk space.
-            flush = lines <= 1_000_000
-            need = lines * 4096 * (2 if flush else 1) + 2 * 2**30
+            # The cache file, and for the write rates (up to a million lines)
+            # a second one with its flush into the origin.
+            rates = lines <= 1_000_000
+            need = lines * 4096 * (3 if rates else 1) + 2 * 2**30
             free = shutil.disk_usage(self.w).free
             if free < need:
                 raise SystemExit(f"bench: the metadata section at {lines:,} lines needs {need / 2**30:.0f} GiB "
                                  f"free in {self.w}; there are {free / 2**30:.0f} GiB")
             log(f"== metadata: {lines} lines")
             d = tempfile.mkdtemp(prefix="cachectl-meta-", dir=self.w)
-            tool = f"{self.args.build}/scripts/bench/cachectl-meta-bench"
-            run = lambda *a: json.loads(subprocess.run([tool, *a], check=True, capture_output=True,
-                                                       text=True).stdout)
-            row = run("fill", "--dir", d, "--lines", str(lines), "--overwrites", str(overwrites),
-                      *(() if flush else ("--no-flush",)))
-            reopened = run("open", "--dir", d)
-            row.update({"open_seconds": reopened["open_seconds"],
-                        "store_open_seconds": reopened["store_open_seconds"],
-                        "rss_bytes_per_line_after_restart": reopened["rss_bytes_per_line"],
-                        "store_bytes_on_disk_per_line": reopened["store_bytes_on_disk_per_line"]})
+            row = run("fill", "--dir", d, "--lines", str(lines), "--crash")
+            after_crash = run("open", "--dir", d)  # the fill ended without a shutdown
+            after_clean = run("open", "--dir", d)  # the last open shut down cleanly
+            shutil.rmtree(d, ignore_errors=True)
+            assert not after_crash["after_clean_shutdown"] and after_clean["after_clean_shutdown"]
+            row.update({"open_seconds_after_crash": after_crash["open_seconds"],
+                        "store_open_seconds_after_crash": after_crash["store_open_seconds"],
+                        "open_seconds": after_clean["open_seconds"],
+                        "store_open_seconds": after_clean["store_open_seconds"],
+                        "rss_bytes_per_line_after_restart": after_clean["rss_bytes_per_line"],
+                        "store_bytes_on_disk_per_line": after_clean["store_bytes_on_disk_per_line"]})
+            if rates:
+                d = tempfile.mkdtemp(prefix="cachectl-meta-", dir=self.w)
+                writes = run("fill", "--dir", d, "--lines", str(lines), "--overwrites", str(overwrites))
+                shutil.rmtree(d, ignore_errors=True)
+                row.update({k: v for k, v in writes.items() if "iops" in k or "per_write" in k or k == "flush_seconds"})
             rows.append(row)
             log(f"  {row}")
-            shutil.rmtree(d, ignore_errors=True)
         self.results["metadata"] = rows
 
     def policy(self):

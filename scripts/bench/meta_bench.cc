@@ -1,24 +1,35 @@
 // cachectl-meta-bench: what the metadata costs, measured on the engine
 // itself over real files (libaio, O_DIRECT) and a real RocksDB store.
 //
-//   cachectl-meta-bench fill --dir DIR --lines N [--overwrites M] [--no-flush]
-//     creates a write-back cache of N 4 KiB lines, fills every line (1 MiB
-//     writes), then makes M random 4 KiB writes in write-back and M in
-//     write-through (with a flush of every dirty line between: its time is
-//     reported too), and shuts down cleanly; prints JSON: resident memory
-//     per line (all the cache costs the process, from before its files and
-//     store are opened: the engine's tables made at create, the store's
-//     memory, what filling adds; and the empty cache's share alone),
-//     RocksDB bytes written per client write (bytes the process
-//     passed to write(2): RocksDB's log, tables and compactions; the data
-//     goes by io_submit and is not in that count), and the IOPS of both modes.
-//     With --no-flush the flush and the write-through part are left out (the
-//     origin then stays empty: the run needs half the disk space).
+//   cachectl-meta-bench fill --dir DIR --lines N [--overwrites M] [--no-flush] [--crash]
+//     creates a write-back cache of N 4 KiB lines over an origin of 4 N
+//     lines (sparse: never written), and
+//       1. fills every line by reading the origin's first N lines (1 MiB
+//          reads; the lines are clean),
+//       2. churns: reads the next 2 N lines, so each line is evicted and
+//          the policy's ghost fills,
+//       3. writes every line the cache then holds (1 MiB writes,
+//          write-back: every line dirty) and syncs,
+//       4. makes M random 4 KiB writes over those lines in write-back,
+//       5. unless --no-flush, flushes every dirty line (its time reported)
+//          and makes M random 4 KiB writes in write-through,
+//     then shuts down cleanly, or with --crash ends the process without a
+//     shutdown right after step 3's sync (every line dirty). Prints JSON:
+//     resident memory per line after steps 1 and 3 (from before the files
+//     and store are opened, freed heap returned first, RocksDB's memtables
+//     and block cache taken out: they are reported apart with their caps),
+//     the empty cache's share, RocksDB bytes written per client write
+//     (bytes the process passed to write(2): RocksDB's log, tables and
+//     compactions; the data goes by io_submit and is not in that count), and
+//     the IOPS of both modes.
 //   cachectl-meta-bench open --dir DIR
-//     opens that cache warm in a fresh process; prints the time it took
-//     (opening the store, with its log's replay, included; the store's open
-//     alone too), the resident memory afterwards (from before anything was
-//     opened) and the store's size on disk, per line.
+//     opens that cache warm in a fresh process and shuts it down cleanly;
+//     prints the time the start took (opening the store, with its log's
+//     replay, included; the store's open alone too), whether the last
+//     shutdown was clean, the resident memory afterwards (as above) and the
+//     store's size on disk, per line.
+#include <malloc.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -47,7 +58,26 @@ uint64_t ProcField(const char* file, const std::string& field) {
   }
   return 0;
 }
-uint64_t RssBytes() { return ProcField("status", "VmRSS:") * 1024; }
+// Heap freed (RocksDB's flushed memtables among it) is returned first: what
+// stays resident is what is in use.
+uint64_t RssBytes() {
+  malloc_trim(0);
+  return ProcField("status", "VmRSS:") * 1024;
+}
+
+// RocksDB's memtables and block cache, bounded by their caps whatever the
+// cache's size: taken out of the engine's figure, reported apart.
+uint64_t StoreBytes(MetadataStore& store) {
+  const MetadataStore::Memory m = store.MemoryUsage();
+  return m.memtables + m.block_cache;
+}
+
+void PrintStoreMemory(MetadataStore& store) {
+  const MetadataStore::Memory m = store.MemoryUsage();
+  std::printf(", \"rocksdb_memtable_bytes\": %lu, \"rocksdb_memtable_cap_bytes\": %lu, "
+              "\"rocksdb_block_cache_bytes\": %lu, \"rocksdb_block_cache_cap_bytes\": %lu",
+              m.memtables, m.memtables_cap, m.block_cache, m.block_cache_cap);
+}
 uint64_t WrittenBytes() { return ProcField("io", "wchar:"); }
 
 double Seconds(std::chrono::steady_clock::time_point since) {
@@ -90,21 +120,42 @@ EngineConfig Config(CacheMode mode) {
   return c;
 }
 
-// M random 4 KiB writes at queue depth 1: IOPS and write(2) bytes per write.
-std::pair<double, double> RandomWrites(Engine& e, uint64_t lines, uint64_t count, uint8_t* block) {
+// M random 4 KiB writes at queue depth 1 over lines [first, first +
+// lines): IOPS and write(2) bytes per write.
+std::pair<double, double> RandomWrites(Engine& e, uint64_t first, uint64_t lines, uint64_t count,
+                                       uint8_t* block) {
   std::mt19937_64 rng(42);
   uint64_t written = WrittenBytes();
   auto start = std::chrono::steady_clock::now();
   for (uint64_t i = 0; i < count; ++i) {
-    Status s = e.Write((rng() % lines) * kLine, block, kLine);
+    Status s = e.Write((first + rng() % lines) * kLine, block, kLine);
     if (!s.ok()) Die("random write", s);
   }
   double secs = Seconds(start);
   return {count / secs, double(WrittenBytes() - written) / count};
 }
 
-int Fill(const std::string& dir, uint64_t lines, uint64_t overwrites, bool flush) {
-  for (auto [name, size] : {std::pair{"origin.img", lines * kLine},
+// Lines [first, end) in 1 MiB requests.
+void Sweep(Engine& e, bool write, uint64_t first, uint64_t end, uint8_t* chunk) {
+  for (uint64_t off = first * kLine; off < end * kLine; off += kFillChunk) {
+    const uint64_t n = std::min(kFillChunk, end * kLine - off);
+    Status s = write ? e.Write(off, chunk, n) : e.Read(off, chunk, n);
+    if (!s.ok()) Die(write ? "fill write" : "fill read", s);
+  }
+}
+
+double PerLine(uint64_t bytes, uint64_t lines) { return double(bytes) / std::max<uint64_t>(lines, 1); }
+
+// Resident growth since `start`, RocksDB's own memory taken out (signed:
+// small caches can come out below zero by the heap's noise).
+int64_t EngineBytes(uint64_t start, MetadataStore& store) {
+  return static_cast<int64_t>(RssBytes()) - static_cast<int64_t>(StoreBytes(store)) - static_cast<int64_t>(start);
+}
+double PerLine(int64_t bytes, uint64_t lines) { return double(bytes) / std::max<uint64_t>(lines, 1); }
+
+int Fill(const std::string& dir, uint64_t lines, uint64_t overwrites, bool flush, bool crash) {
+  constexpr uint64_t kOriginFactor = 4;
+  for (auto [name, size] : {std::pair{"origin.img", kOriginFactor * lines * kLine},
                             std::pair{"cache.img", kDataOffset + lines * kLine}}) {
     std::ofstream(dir + "/" + name).close();
     if (truncate((dir + "/" + name).c_str(), static_cast<off_t>(size)) != 0) {
@@ -112,34 +163,45 @@ int Fill(const std::string& dir, uint64_t lines, uint64_t overwrites, bool flush
     }
   }
   AlignedBuffer chunk(kFillChunk);
-  std::memset(chunk.data(), 0x5A, kFillChunk);
+  std::memset(chunk.data(), 0, kFillChunk);  // the bench's own buffer, resident before the start
   const uint64_t rss_start = RssBytes();  // before the store and the engine's tables exist
   Opened o = OpenFiles(dir, true);
   auto created = Engine::Create(o.devices(), Config(CacheMode::kWriteBack), Replace::kNothing);
   if (!created.ok()) Die("create", created.status());
   Engine& e = **created;
-  uint64_t rss_before = RssBytes(), written_before = WrittenBytes();
+  const int64_t rss_empty = EngineBytes(rss_start, *o.store);
   auto start = std::chrono::steady_clock::now();
-  for (uint64_t off = 0; off < lines * kLine; off += kFillChunk) {
-    Status s = e.Write(off, chunk.data(), std::min(kFillChunk, lines * kLine - off));
-    if (!s.ok()) Die("fill", s);
-  }
+  Sweep(e, false, 0, lines, chunk.data());  // 1: clean
+  const double fill_s = Seconds(start);
+  const int64_t rss_clean = EngineBytes(rss_start, *o.store);
+  Sweep(e, false, lines, 3 * lines, chunk.data());  // 2: churn
+  const uint64_t evictions = e.stats().evictions;
+  std::memset(chunk.data(), 0x5A, kFillChunk);
+  const uint64_t written_before = WrittenBytes();
+  Sweep(e, true, 2 * lines, 3 * lines, chunk.data());  // 3: dirty
   if (Status s = e.Sync(); !s.ok()) Die("sync", s);
-  double fill_s = Seconds(start);
-  uint64_t rss_after = RssBytes(), fill_written = WrittenBytes() - written_before;
-  auto [wb_iops, wb_bytes] = RandomWrites(e, lines, overwrites, chunk.data());
-  std::printf("{\"lines\": %lu, \"fill_seconds\": %.2f, \"rss_bytes_per_line\": %.1f, "
-              "\"rss_bytes_per_line_empty\": %.1f, "
-              "\"store_bytes_per_line_filled\": %.1f, \"writeback_4k_iops\": %.0f, "
-              "\"writeback_store_bytes_per_write\": %.1f", lines, fill_s,
-              double(rss_after - rss_start) / lines, double(rss_before - rss_start) / lines,
-              double(fill_written) / lines, wb_iops, wb_bytes);
+  const uint64_t dirty_written = WrittenBytes() - written_before;
+  const int64_t rss_dirty = EngineBytes(rss_start, *o.store);
+  std::printf("{\"lines\": %lu, \"fill_seconds\": %.2f, \"rss_bytes_per_line_empty\": %.1f, "
+              "\"rss_bytes_per_line_clean\": %.1f, \"rss_bytes_per_line\": %.1f, "
+              "\"churn_evictions\": %lu, \"dirty_lines\": %lu, \"store_bytes_per_line_filled\": %.1f",
+              lines, fill_s, PerLine(rss_empty, lines), PerLine(rss_clean, lines),
+              PerLine(rss_dirty, lines), evictions, e.stats().dirty_lines,
+              PerLine(dirty_written, lines));
+  PrintStoreMemory(*o.store);
+  if (crash) {
+    std::printf("}\n");
+    std::fflush(stdout);
+    std::_Exit(0);  // the power fails with every line dirty
+  }
+  auto [wb_iops, wb_bytes] = RandomWrites(e, 2 * lines, lines, overwrites, chunk.data());
+  std::printf(", \"writeback_4k_iops\": %.0f, \"writeback_store_bytes_per_write\": %.1f", wb_iops, wb_bytes);
   if (flush) {
     start = std::chrono::steady_clock::now();
     if (Status s = e.Flush(); !s.ok()) Die("flush", s);
     double flush_s = Seconds(start);
     if (Status s = e.SetMode(CacheMode::kWriteThrough); !s.ok()) Die("mode", s);
-    auto [wt_iops, wt_bytes] = RandomWrites(e, lines, overwrites, chunk.data());
+    auto [wt_iops, wt_bytes] = RandomWrites(e, 2 * lines, lines, overwrites, chunk.data());
     if (Status s = e.SetMode(CacheMode::kWriteBack); !s.ok()) Die("mode", s);
     std::printf(", \"writethrough_4k_iops\": %.0f, \"writethrough_store_bytes_per_write\": %.1f, "
                 "\"flush_seconds\": %.2f", wt_iops, wt_bytes, flush_s);
@@ -163,15 +225,20 @@ int Open(const std::string& dir) {
   auto start = std::chrono::steady_clock::now();
   Opened o = OpenFiles(dir, false);
   const double store_open_s = Seconds(start);
+  Result<Superblock> sb = ReadSuperblock(o.cache.get());
+  if (!sb.ok()) Die("superblock", sb.status());
   auto opened = Engine::Open(o.devices(), Config(CacheMode::kWriteBack));
   if (!opened.ok()) Die("open", opened.status());
   double open_s = Seconds(start);
-  uint64_t lines = (*opened)->stats().occupancy_lines;
-  std::printf("{\"lines\": %lu, \"open_seconds\": %.2f, \"store_open_seconds\": %.2f, "
-              "\"rss_bytes_per_line\": %.1f, \"store_bytes_on_disk_per_line\": %.1f}\n",
-              lines, open_s, store_open_s,
-              double(RssBytes() - rss_before) / std::max<uint64_t>(lines, 1),
-              double(store_bytes) / std::max<uint64_t>(lines, 1));
+  const uint64_t lines = (*opened)->stats().occupancy_lines;
+  std::printf("{\"lines\": %lu, \"dirty_lines\": %lu, \"after_clean_shutdown\": %s, "
+              "\"open_seconds\": %.2f, \"store_open_seconds\": %.2f, "
+              "\"rss_bytes_per_line\": %.1f, \"store_bytes_on_disk_per_line\": %.1f",
+              lines, (*opened)->stats().dirty_lines, sb->clean_shutdown ? "true" : "false", open_s,
+              store_open_s, PerLine(EngineBytes(rss_before, *o.store), lines),
+              PerLine(store_bytes, lines));
+  PrintStoreMemory(*o.store);
+  std::printf("}\n");
   return (*opened)->Shutdown().ok() ? 0 : 1;
 }
 
@@ -180,18 +247,19 @@ int Open(const std::string& dir) {
 int main(int argc, char** argv) {
   std::string verb = argc > 1 ? argv[1] : "", dir;
   uint64_t lines = 0, overwrites = 20000;
-  bool flush = true;
+  bool flush = true, crash = false;
   for (int i = 2; i < argc; ++i) {
     std::string flag = argv[i], value = i + 1 < argc ? argv[i + 1] : "";
     if (flag == "--no-flush") flush = false;
+    else if (flag == "--crash") crash = true;
     else if (flag == "--dir") dir = argv[++i];
     else if (flag == "--lines" && !value.empty()) lines = std::stoull(argv[++i]);
     else if (flag == "--overwrites" && !value.empty()) overwrites = std::stoull(argv[++i]);
     else lines = 0;  // unknown: the usage below
   }
-  if (verb == "fill" && !dir.empty() && lines > 0) return Fill(dir, lines, overwrites, flush);
+  if (verb == "fill" && !dir.empty() && lines > 0) return Fill(dir, lines, overwrites, flush, crash);
   if (verb == "open" && !dir.empty()) return Open(dir);
-  std::fprintf(stderr, "usage: cachectl-meta-bench fill --dir DIR --lines N [--overwrites M] [--no-flush]\n"
+  std::fprintf(stderr, "usage: cachectl-meta-bench fill --dir DIR --lines N [--overwrites M] [--no-flush] [--crash]\n"
                        "       cachectl-meta-bench open --dir DIR\n");
   return 2;
 }

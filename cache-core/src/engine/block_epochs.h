@@ -13,7 +13,10 @@
 // (its flushes keep failing) is moved forward to current - 128. Neither
 // changes any answer the slot table gives: a stable block stays stable, and
 // every epoch a caller asks about is the current one or the one before it
-// (writers of older epochs are waited for; see SlotTable::BeginFlush). So
+// (writers of older epochs are waited for; see SlotTable::BeginFlush), and
+// no flush older than the current one completes later (the engine has one
+// flush in flight at a time: a flush of epoch x completing after the byte
+// of a block written in x-1 was moved past x would call it unstable). So
 // no byte is more than 192 epochs old when decoded.
 //
 // Bytes are read and written with relaxed atomics: the sweep runs without

@@ -132,6 +132,13 @@ Status CheckOrigin(const CacheIdentity& id, BlockDevice* origin, uint32_t wanted
   return Status::Ok();
 }
 
+// RAM holds a line's number in 40 bits (engine/line_index.h).
+Status CheckOriginLines(uint64_t origin_size, uint32_t line_size) {
+  if (line_size == 0 || origin_size / line_size < PackedLines::kMaxOriginLines) return Status::Ok();
+  return Status::InvalidArgument("origin of " + std::to_string(origin_size) + " bytes has too many lines of " +
+                                 std::to_string(line_size) + " bytes (at most 2^40 - 2): use a larger --line-size");
+}
+
 }  // namespace
 
 Engine::Impl::Impl(const EngineDevices& devices, const EngineConfig& cfg, const CacheIdentity& id)
@@ -180,6 +187,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineDevices& d, const Eng
     return Status::InvalidArgument("origin size " + std::to_string(d.origin->size_bytes()) +
                                    " is not a multiple of 4 KiB");
   }
+  CACHECORE_RETURN_IF_ERROR(CheckOriginLines(d.origin->size_bytes(), cfg.line_size));
   uint64_t need = kDataOffset + 2ull * cfg.line_size;
   if (d.cache->size_bytes() < need) {
     return Status::InvalidArgument("cache device is too small: " +
@@ -237,15 +245,22 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineDevices& d, const Engin
   CACHECORE_RETURN_IF_ERROR(CheckDevices(d));
   Result<Superblock> sb = ReadSuperblock(d.cache);
   if (!sb.ok()) {
-    return Status(sb.status().code() == StatusCode::kNotFound
-                      ? Status::NotFound(d.cache->identity() + " holds no cachectl cache")
-                      : Status::Corruption(d.cache->identity() + ": " + sb.status().message()));
+    const StatusCode code = sb.status().code();
+    if (code == StatusCode::kNotFound) return Status::NotFound(d.cache->identity() + " holds no cachectl cache");
+    if (code == StatusCode::kNotSupported) return Status::NotSupported(d.cache->identity() + ": " + sb.status().message());
+    return Status::Corruption(d.cache->identity() + ": " + sb.status().message());
   }
   Result<CacheIdentity> stored = d.metadata->GetIdentity();
   if (!stored.ok()) {
     return Status::Mismatch("the metadata store holds no cache, but " + d.cache->identity() +
                             " holds cache " + UuidToString(sb->identity.uuid));
   }
+  CACHECORE_RETURN_IF_ERROR(CheckFormatVersion(stored->format_version, "the metadata store"));
+  // An upgrade cut short leaves the two at different versions: both known,
+  // and the upgrade runs again below.
+  const bool upgrade = sb->identity.format_version < kFormatVersion ||
+                       stored->format_version < kFormatVersion;
+  stored->format_version = sb->identity.format_version;
   std::string diff = DescribeIdentityDifference(sb->identity, stored.value(), "the superblock",
                                                 "the metadata store");
   if (!diff.empty()) {
@@ -253,6 +268,7 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineDevices& d, const Engin
                             diff);
   }
   CACHECORE_RETURN_IF_ERROR(CheckOrigin(sb->identity, d.origin, config.line_size));
+  CACHECORE_RETURN_IF_ERROR(CheckOriginLines(sb->identity.origin_size, sb->identity.line_size));
   CACHECORE_RETURN_IF_ERROR(CheckSyncMark(d.cache, sb->identity.uuid, d.metadata->LatestSequence()));
   if (kDataOffset + sb->identity.line_count * sb->identity.line_size > d.cache->size_bytes()) {
     return Status::Mismatch("the cache device is smaller than its superblock says");
@@ -285,7 +301,11 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineDevices& d, const Engin
   // Everything checked: from here on the engine writes.
   CACHECORE_RETURN_IF_ERROR(impl->WriteSuperblock(false));
   CACHECORE_RETURN_IF_ERROR(impl->PersistDirtyMap(Impl::MapWrite::kAll));  // what the records say, exactly
-  CACHECORE_RETURN_IF_ERROR(impl->RewriteRecords(changed));
+  if (upgrade) {
+    CACHECORE_RETURN_IF_ERROR(impl->UpgradeFormat());
+  } else {
+    CACHECORE_RETURN_IF_ERROR(impl->RewriteRecords(changed));
+  }
   impl->StartCleaner();
   impl->StartMover();
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
@@ -446,6 +466,9 @@ Status Engine::Shutdown() {
   // the next start proves what it finds.
   impl_->shut_down.store(true);
   if (!s.ok()) return s;  // SyncAll wrote the dirty-region map's changed pages
+  // The next start reads tables rather than replaying the log. The log has
+  // everything already: a failure costs that start time, nothing else.
+  (void)impl_->dev.metadata->FlushMemtables();
   return impl_->WriteSuperblock(true);
 }
 

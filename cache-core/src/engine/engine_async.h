@@ -323,7 +323,7 @@ struct AsyncWrite final : IoCompletion, ReactorTask, CommitJob {
   void AddRecords(MetadataStore::Batch& batch) override {
     if (announcing) return im->MarkAnnouncements(*this, batch);
     evictions.AddDeletes(batch);  // ahead of their slots' new records
-    for (uint32_t slot : slots) batch.PutLine(slot, im->slots.BuildRecord(slot));
+    for (uint32_t slot : slots) batch.PutLine(slot, im->slots.BuildRecord(slot, true));
   }
   bool NeedsSync() const override { return announcing; }
   bool NeedsCacheFlush() const override { return announcing && flush_first; }
@@ -371,7 +371,7 @@ struct AsyncMiss final : IoCompletion, CommitJob {
   }
   void AddRecords(MetadataStore::Batch& batch) override {
     evictions.AddDeletes(batch);  // ahead of their slots' new records
-    im->AddLineRecords(promoted, emptied, batch);
+    im->AddLineRecords(promoted, emptied, batch, /*settle=*/true);
   }
   // A dropped stable block's durable record vouches for its old data until
   // the new one is synced.

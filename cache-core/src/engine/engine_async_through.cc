@@ -157,7 +157,7 @@ void Engine::Impl::AnnounceThrough(AsyncThrough& t) {
   t.sync_first = !t.announced.empty() || slots.AnyRecentlyEvicted(t.lines);
   if (!t.sync_first) return WriteThroughOrigin(t);
   t.announced_records.resize(t.announced.size());
-  for (size_t k = 0; k < t.announced.size(); ++k) t.announced_records[k] = slots.BuildRecord(t.announced[k]);
+  for (size_t k = 0; k < t.announced.size(); ++k) t.announced_records[k] = slots.BuildRecord(t.announced[k], false);
   t.phase = AsyncThrough::kAnnouncing;
   ReachedStep("through-0-waits-for-sync");  // a test point: the origin write waits
   async->committer.Commit(&t);  // then ThroughCommitted posts it back here
@@ -268,7 +268,7 @@ void Engine::Impl::AddThroughRecords(AsyncThrough& t, MetadataStore::Batch& batc
     return;
   }
   t.evictions.AddDeletes(batch);  // ahead of their slots' new records
-  AddLineRecords(t.slots, t.emptied, batch);
+  AddLineRecords(t.slots, t.emptied, batch, /*settle=*/true);
 }
 
 Engine::Impl::PendingAnswer Engine::Impl::ThroughCommitted(AsyncThrough& t, const Status& put) {

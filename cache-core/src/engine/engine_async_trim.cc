@@ -79,7 +79,7 @@ void Engine::Impl::DropTrimmedBlocks(AsyncTrim& t) {
 }
 
 void Engine::Impl::AddTrimRecords(AsyncTrim& t, MetadataStore::Batch& batch) {
-  AddLineRecords(t.slots, t.emptied, batch);
+  AddLineRecords(t.slots, t.emptied, batch, /*settle=*/false);  // the origin's discard may follow
 }
 
 Engine::Impl::PendingAnswer Engine::Impl::TrimCommitted(AsyncTrim& t, const Status& put) {

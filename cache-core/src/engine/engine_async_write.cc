@@ -236,7 +236,7 @@ void Engine::Impl::MarkAnnouncements(AsyncWrite& w, MetadataStore::Batch& batch)
     const Segment& seg = w.segments[i];
     if (w.slots[i] == SlotTable::kNoSlot) continue;  // placed once announced
     if (slots.MarkOverwrite(w.slots[i], seg.first_block(), seg.end_block(), /*origin_write=*/false, w.epoch)) {
-      batch.PutLine(w.slots[i], slots.BuildRecord(w.slots[i]));
+      batch.PutLine(w.slots[i], slots.BuildRecord(w.slots[i], false));  // ahead of the write
     }
   }
 }
@@ -325,7 +325,7 @@ void Engine::Impl::FinishWriteBack(AsyncWrite& w) {
       continue;
     }
     MarkSegmentDirty(seg, w.slots[i], seg_data, w.epoch);
-    records.PutLine(w.slots[i], slots.BuildRecord(w.slots[i]));
+    records.PutLine(w.slots[i], slots.BuildRecord(w.slots[i], true));
   }
   if (!records.empty()) {
     Status put = ApplyRecords(records, false);

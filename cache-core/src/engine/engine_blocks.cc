@@ -31,7 +31,7 @@ Status Engine::Impl::DirtyBlockLost(uint64_t line, uint32_t block, bool unread) 
 Status Engine::Impl::AnnounceOverwrite(uint32_t slot, uint32_t b0, uint32_t b1,
                                        bool origin_write, uint64_t epoch) {
   if (slots.PromisedButUnflushed(slot, b0, b1, epoch)) CACHECORE_RETURN_IF_ERROR(FlushCacheSide());
-  return slots.MarkOverwrite(slot, b0, b1, origin_write, epoch) ? PutRecord(slot, true) : Status::Ok();
+  return slots.MarkOverwrite(slot, b0, b1, origin_write, epoch) ? PutRecord(slot, true, false) : Status::Ok();
 }
 
 Status Engine::Impl::CacheWriteFailed(const Segment& seg, uint32_t slot, const uint8_t* data,
@@ -44,7 +44,7 @@ Status Engine::Impl::CacheWriteFailed(const Segment& seg, uint32_t slot, const u
   // origin moves on, or the older kClean record could outlive a cut.
   for (uint32_t b = b0; b < b1; ++b) {
     if (slots.OverCleanUnsynced(slot, b)) {
-      CACHECORE_RETURN_IF_ERROR(PutRecord(slot, true));
+      CACHECORE_RETURN_IF_ERROR(PutRecord(slot, true, false));  // ahead of the origin's write
       break;
     }
   }
@@ -58,7 +58,7 @@ Status Engine::Impl::CacheWriteFailed(const Segment& seg, uint32_t slot, const u
   }
   for (uint32_t b = b0; b < b1; ++b) slots.Invalidate(slot, b);
   RecordBatch batch;
-  batch.records.PutLine(slot, slots.BuildRecord(slot));
+  batch.records.PutLine(slot, slots.BuildRecord(slot, true));
   slots.ReleaseIfEmpty(slot, batch);
   return Commit(batch, true);
 }

@@ -150,7 +150,7 @@ Status Engine::Impl::MarkCleaned(const CleanJob& job, const std::function<bool(u
     if (!slots.MarkCleanedIfUnchanged(p.slot, p.block, p.crc)) continue;  // rewritten meanwhile
     if (changed.empty() || changed.back() != p.slot) changed.push_back(p.slot);
   }
-  for (uint32_t slot : changed) batch.PutLine(slot, slots.BuildRecord(slot));
+  for (uint32_t slot : changed) batch.PutLine(slot, slots.BuildRecord(slot, true));
   // Synced: a line may be evicted (its slot reused) only once its clean
   // state is durable; its stripe stays held until we return.
   Status m = batch.empty() ? Status::Ok() : ApplyRecords(batch, true);
@@ -262,7 +262,10 @@ Status Engine::Impl::CleanForModeSwitch(const FlushProgress& progress) {
   // finds include theirs (ModeSwitchTest). No device is flushed here (a
   // cache that cannot flush must still drain); a later sync completes the
   // epoch, covering everything before it.
-  (void)slots.BeginFlush();
+  {
+    MutexLock flight(flush_flight_mu);
+    (void)slots.BeginFlush();
+  }
   // A write over a block still dirty goes to the cache whatever the mode; one
   // that lands while FlushAll has that line on its way to the origin leaves
   // it dirty: those lines are flushed again.

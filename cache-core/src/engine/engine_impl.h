@@ -106,8 +106,9 @@ struct Engine::Impl {
   // Applies `batch` to the store (synced with `sync`), then frees the slots
   // it emptied. Counts a failure.
   Status Commit(RecordBatch& batch, bool sync);
-  // Puts the slot's record as RAM has it (synced with `sync`). Counts a failure.
-  Status PutRecord(uint32_t slot, bool sync);
+  // Puts the slot's record as RAM has it (synced with `sync`; `settles` as
+  // SlotTable::BuildRecord's). Counts a failure.
+  Status PutRecord(uint32_t slot, bool sync, bool settles);
   // Applies `batch` to the store (synced with `sync`). Counts a failure.
   Status ApplyRecords(MetadataStore::Batch& batch, bool sync);
   void CountCacheError(std::atomic<uint64_t>& counter);
@@ -333,9 +334,9 @@ struct Engine::Impl {
   // The records of `touched` slots (kNoSlot entries skipped) that still hold
   // a valid block, then the deletes of the slots `emptied` left empty: what
   // a reactor request puts once its blocks have landed (after its victims'
-  // deletes).
+  // deletes). `settle` as SlotTable::BuildRecord's `settles`.
   void AddLineRecords(std::span<const uint32_t> touched, const RecordBatch& emptied,
-                      MetadataStore::Batch& batch);
+                      MetadataStore::Batch& batch, bool settle);
   // Once the victims' deletes are in the store: lists the evictions, lets
   // their stripes go, and empties `evictions`.
   void EndEvictions(ReactorEvictions& evictions);
@@ -473,6 +474,8 @@ struct Engine::Impl {
   // no longer say what RAM does are listed in `changed_slots`.
   Status LoadLines(bool clean_shutdown, std::vector<uint32_t>* changed_slots);
   Status RewriteRecords(const std::vector<uint32_t>& changed);
+  // A cache of an older format (kOldestFormatVersion..) in this build's.
+  Status UpgradeFormat();
   Status WriteSuperblock(bool clean_shutdown);
 
   // ---- pinning and scheduled placement (engine_placement.cc, engine_mover.cc)
@@ -541,6 +544,10 @@ struct Engine::Impl {
   SlotTable slots;  // after stats, which it counts into
 
   Mutex manage_mu;  // one Flush / SetMode / Shutdown at a time
+  // One flush epoch in flight at a time (SyncAll; CleanForModeSwitch's
+  // beginning): a flush that completes after a later one began would make
+  // BlockEpochs' sweep answer wrongly (engine/block_epochs.h).
+  Mutex flush_flight_mu;
   Mutex cleaner_mu;
   std::condition_variable cleaner_cv;
   bool cleaner_stop GUARDED_BY(cleaner_mu) = false;

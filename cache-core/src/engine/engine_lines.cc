@@ -92,9 +92,9 @@ std::optional<uint32_t> Engine::Impl::TakeSlotOnReactor(uint64_t line, std::span
 }
 
 void Engine::Impl::AddLineRecords(std::span<const uint32_t> touched, const RecordBatch& emptied,
-                                  MetadataStore::Batch& batch) {
+                                  MetadataStore::Batch& batch, bool settle) {
   for (uint32_t slot : touched) {
-    if (slot != SlotTable::kNoSlot && slots.ValidBlocks(slot) > 0) batch.PutLine(slot, slots.BuildRecord(slot));
+    if (slot != SlotTable::kNoSlot && slots.ValidBlocks(slot) > 0) batch.PutLine(slot, slots.BuildRecord(slot, settle));
   }
   for (const auto& [line, slot] : emptied.emptied) batch.DeleteLine(slot);
 }
@@ -130,9 +130,9 @@ std::optional<uint32_t> Engine::Impl::TakeSlot(uint64_t line, std::span<const si
   return slot;
 }
 
-Status Engine::Impl::PutRecord(uint32_t slot, bool sync) {
+Status Engine::Impl::PutRecord(uint32_t slot, bool sync, bool settles) {
   MetadataStore::Batch batch;
-  batch.PutLine(slot, slots.BuildRecord(slot));
+  batch.PutLine(slot, slots.BuildRecord(slot, settles));
   return ApplyRecords(batch, sync);
 }
 

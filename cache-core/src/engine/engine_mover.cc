@@ -138,7 +138,7 @@ uint64_t Engine::Impl::FillLine(uint64_t line, uint8_t* buffer) {
     moved += bytes;
     b = e;
   }
-  if (moved > 0) (void)PutRecord(*slot, false);  // counted; clean blocks, the origin has them
+  if (moved > 0) (void)PutRecord(*slot, false, true);  // counted; clean blocks, the origin has them
   RecordBatch batch;
   slots.ReleaseIfEmpty(*slot, batch);  // nothing could be read into a new slot
   if (!batch.empty()) (void)Commit(batch, false);

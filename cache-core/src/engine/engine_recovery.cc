@@ -4,6 +4,7 @@
 // were all synced, data before records, and are taken as recorded).
 #include <algorithm>
 
+#include "cachecore/engine/steps.h"
 #include "cachecore/metadata/checksum.h"
 #include "engine/engine_impl.h"
 
@@ -11,9 +12,12 @@ namespace cachecore {
 
 Status Engine::Impl::LoadLines(bool clean_shutdown, std::vector<uint32_t>* changed_slots) {
   const uint64_t origin_lines = OriginLines();
+  Result<uint64_t> completed = dev.metadata->GetCompletedFlush();
+  if (!completed.ok()) return completed.status();
   std::vector<UnprovenBlock> unproven;
+  const SlotTable::LoadFrame frame{origin_lines, *completed, clean_shutdown};
   Status s = dev.metadata->ForEachLine([&](uint64_t slot, const LineRecord& r) -> Status {
-    return slots.AdoptRecord(slot, r, origin_lines, unproven);
+    return slots.AdoptRecord(slot, r, frame, unproven);
   });
   if (!s.ok()) return s;
 
@@ -40,18 +44,41 @@ Status Engine::Impl::LoadLines(bool clean_shutdown, std::vector<uint32_t>* chang
       if (changed_slots->empty() || changed_slots->back() != u.slot) changed_slots->push_back(u.slot);
     }
   }
-  slots.FinishLoad(*changed_slots);
-  return Status::Ok();
+  return slots.FinishLoad(*changed_slots, *completed);
 }
 
-Status Engine::Impl::RewriteRecords(const std::vector<uint32_t>& changed) {
-  if (changed.empty()) return Status::Ok();
-  MetadataStore::Batch batch;
-  for (uint32_t slot : changed) {
-    if (slots.LineOf(slot) == kNoLine) batch.DeleteLine(slot);
-    else batch.PutLine(slot, slots.BuildRecord(slot));
+// Every record in this build's format, then the store's identity, then the
+// superblock: a crash between leaves versions that differ, both known, and
+// the next start upgrades again (records of either format read alike).
+Status Engine::Impl::UpgradeFormat() {
+  std::vector<uint32_t> all;
+  for (uint32_t slot = 0; slot < capacity; ++slot) {
+    if (slots.LineOf(slot) != kNoLine) all.push_back(slot);
   }
-  return dev.metadata->Apply(batch, true);
+  ReachedStep("upgrade-1-begun");  // a test point
+  CACHECORE_RETURN_IF_ERROR(RewriteRecords(all));
+  ReachedStep("upgrade-2-records-rewritten");  // a test point
+  identity.format_version = kFormatVersion;
+  CACHECORE_RETURN_IF_ERROR(dev.metadata->PutIdentity(identity, true));
+  return WriteSuperblock(false);
+}
+
+// In batches, the last one synced: each record stands alone (one not
+// rewritten before a crash is proven again at the next start), and a
+// batch of ten million records would hold gigabytes.
+Status Engine::Impl::RewriteRecords(const std::vector<uint32_t>& changed) {
+  constexpr size_t kBatch = 65536;
+  for (size_t first = 0; first < changed.size(); first += kBatch) {
+    MetadataStore::Batch batch;
+    const size_t end = std::min(changed.size(), first + kBatch);
+    for (size_t k = first; k < end; ++k) {
+      const uint32_t slot = changed[k];
+      if (slots.LineOf(slot) == kNoLine) batch.DeleteLine(slot);
+      else batch.PutLine(slot, slots.BuildRecord(slot, true));
+    }
+    CACHECORE_RETURN_IF_ERROR(dev.metadata->Apply(batch, end == changed.size()));
+  }
+  return Status::Ok();
 }
 
 }  // namespace cachecore

@@ -46,6 +46,7 @@ void Engine::Impl::WriteSyncMark(uint64_t sequence) {
 }
 
 Status Engine::Impl::SyncAll() {
+  MutexLock flight(flush_flight_mu);
   const uint64_t epoch = slots.BeginFlush();
   // Data on both devices first, then the metadata that describes it. The
   // dirty-region map's changed pages ride on the cache flush: every region
@@ -59,7 +60,14 @@ Status Engine::Impl::SyncAll() {
   Status o = dev.origin->Flush();
   if (!o.ok()) LiveStats::Bump(stats.origin_flush_err);
   ReachedStep("sync-2-devices-flushed");  // a test point
-  Status m = (c.ok() && o.ok()) ? SyncMetadata() : Status::Ok();
+  // Both devices hold what this flush covers: the store may say so, in
+  // the sync that makes the records durable (a start then knows them stable).
+  Status m = Status::Ok();
+  if (c.ok() && o.ok()) {
+    m = dev.metadata->PutCompletedFlush(epoch);
+    if (!m.ok()) LiveStats::Bump(stats.metadata_err);
+    else m = SyncMetadata();
+  }
   if (!c.ok()) return c;
   if (!o.ok()) return o;
   if (!m.ok()) return m;

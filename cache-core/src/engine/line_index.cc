@@ -55,6 +55,17 @@ bool LineIndex::Insert(uint64_t line, uint32_t slot) {
   return true;
 }
 
+uint32_t LineIndex::InsertAll(const std::vector<uint32_t>& slots) {
+  constexpr size_t kAhead = 16;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    if (i + kAhead < slots.size()) {
+      __builtin_prefetch(&table_[Home(Hash(lines_.Get(slots[i + kAhead])))], 1);
+    }
+    if (!Insert(lines_.Get(slots[i]), slots[i])) return slots[i];
+  }
+  return kNotFound;
+}
+
 void LineIndex::Erase(uint64_t line) {
   size_t hole = Probe(line, Hash(line));
   if (table_[hole] == kEmpty) return;
@@ -77,22 +88,32 @@ FreeSlotBitmap::FreeSlotBitmap(uint32_t capacity)
 }
 
 uint32_t FreeSlotBitmap::Take() {
-  while (words_[cursor_] == 0) cursor_ = cursor_ + 1 == words_.size() ? 0 : cursor_ + 1;
-  const auto bit = static_cast<uint32_t>(std::countr_zero(words_[cursor_]));
-  words_[cursor_] &= words_[cursor_] - 1;
+  while (!freed_.empty()) {
+    const uint32_t slot = freed_.back();
+    freed_.pop_back();
+    if (!Contains(slot)) continue;  // marked used meanwhile
+    Clear(slot);
+    --free_;
+    if (freed_.empty()) freed_.shrink_to_fit();  // a mass trim's stack goes
+    return slot;
+  }
+  while (words_[cursor_] == 0) ++cursor_;  // free_ > 0 and the stack is empty: one is ahead
+  const auto slot = static_cast<uint32_t>(cursor_ * 64 + std::countr_zero(words_[cursor_]));
+  Clear(slot);
   --free_;
-  return cursor_ * 64 + bit;
+  return slot;
 }
 
 void FreeSlotBitmap::Put(uint32_t slot) {
   if (Contains(slot)) return;
   words_[slot / 64] |= uint64_t{1} << (slot % 64);
   ++free_;
+  if (slot / 64 < cursor_) freed_.push_back(slot);  // else the cursor finds it
 }
 
 void FreeSlotBitmap::Remove(uint32_t slot) {
   if (!Contains(slot)) return;
-  words_[slot / 64] &= ~(uint64_t{1} << (slot % 64));
+  Clear(slot);
   --free_;
 }
 

@@ -212,9 +212,10 @@ bool SlotTable::MarkOverwrite(uint32_t slot, uint32_t b0, uint32_t b1, bool orig
   return announce;
 }
 
-LineRecord SlotTable::BuildRecord(uint32_t slot) const {
+LineRecord SlotTable::BuildRecord(uint32_t slot, bool settles) const {
   LineRecord r;
   r.origin_line = lines_.Get(slot);
+  r.epoch = settles ? flushes_started_.load() : kNoEpoch;  // every block's epoch is at most this
   r.classes.resize(blocks_per_line_);
   r.crcs.resize(blocks_per_line_);
   for (uint32_t b = 0; b < blocks_per_line_; ++b) {

@@ -195,7 +195,12 @@ class SlotTable {
   // record a sync may promise (MaybeStable) as overwritten and moves them to
   // `epoch`. True when the slot's record must be synced before the write.
   bool MarkOverwrite(uint32_t slot, uint32_t b0, uint32_t b1, bool origin_write, uint64_t epoch);
-  LineRecord BuildRecord(uint32_t slot) const;
+  // The slot's record. With `settles`, for a slot with no I/O in flight
+  // (built after its data landed): a start takes its fresh blocks as
+  // stable once a flush that began after it has completed. Without, for an
+  // announcement built ahead of the write it announces: proven at a start
+  // until a later record replaces it (docs/design.md, "Warm start").
+  LineRecord BuildRecord(uint32_t slot, bool settles) const;
 
   // ---- allocation and eviction
   // A slot for `line` (REQUIRES: its stripe): a free one, or the slot of a
@@ -297,17 +302,27 @@ class SlotTable {
   uint64_t CachedLines(uint64_t first, uint64_t end) EXCLUDES(mu_);
 
   // ---- a warm start (nothing runs yet)
+  // What a warm start knows: the origin's size in lines, the store's last
+  // completed flush, whether the last shutdown was clean.
+  struct LoadFrame {
+    uint64_t origin_lines;
+    uint64_t completed;
+    bool clean_shutdown;
+  };
   // Takes in the record of `slot`; blocks whose record is not stable are
-  // appended to `unproven`.
-  Status AdoptRecord(uint64_t slot, const LineRecord& record, uint64_t origin_lines,
+  // appended to `unproven`. A record built before the flush
+  // `frame.completed` has its dirty fresh blocks taken as stable.
+  Status AdoptRecord(uint64_t slot, const LineRecord& record, const LoadFrame& frame,
                      std::vector<UnprovenBlock>& unproven) EXCLUDES(mu_);
   // Sets the state of a block whose record is not stable from the checksum
   // of what the cache holds (nothing: it cannot be read).
   void RecoverBlock(const UnprovenBlock& block, bool clean_shutdown,
                     std::optional<uint32_t> found_crc);
   // Counts, indexes and frees what the records left; slots whose records
-  // no longer say what RAM does are appended to `changed_slots`.
-  void FinishLoad(std::vector<uint32_t>& changed_slots) EXCLUDES(mu_);
+  // no longer say what RAM does are appended to `changed_slots`. Flush
+  // epochs go on past the records' and `completed`.
+  // kCorruption when two records name one origin line.
+  Status FinishLoad(std::vector<uint32_t>& changed_slots, uint64_t completed) EXCLUDES(mu_);
 
   // The heap bytes the table holds, per part (docs/design.md, "RAM per
   // line"): what a line of the cache costs in RAM.
@@ -379,6 +394,7 @@ class SlotTable {
   std::vector<uint8_t> block_flags_;
 
   std::atomic<uint64_t> flushes_started_{1};
+  uint64_t loaded_epochs_ = 0;  // past every adopted record's epoch (a warm start)
   std::atomic<uint64_t> flushes_completed_{1};
   // Write-back writes in flight, by the parity of their epoch: flushes begin
   // one at a time, so only the current epoch and the one before it can have

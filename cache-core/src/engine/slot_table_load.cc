@@ -3,10 +3,31 @@
 // taken all the same, for the analysis and for the memory order.
 #include "engine/slot_table.h"
 
+#include <algorithm>
+
 namespace cachecore {
 
-Status SlotTable::AdoptRecord(uint64_t slot, const LineRecord& r, uint64_t origin_lines,
+namespace {
+// What a block of a record that a completed flush settled is taken as. A
+// dirty block: the flush made its data durable on the cache, and the engine
+// announces any later rewrite of it (rule 1) in a record no flush settles.
+// A clean fresh block is proven after a crash all the same: the origin's
+// copy is not the cache's to vouch for (a write may be taking new data
+// there); after a clean shutdown it is taken as recorded, as every fresh
+// block is, and its record stays as it is.
+BlockClass Settled(BlockClass c, bool clean_shutdown) {
+  switch (c) {
+    case BlockClass::kDirtyFresh:
+    case BlockClass::kDirtyOverwritten: return BlockClass::kDirty;
+    case BlockClass::kCleanFresh: return clean_shutdown ? BlockClass::kClean : c;
+    default: return c;
+  }
+}
+}  // namespace
+
+Status SlotTable::AdoptRecord(uint64_t slot, const LineRecord& r, const LoadFrame& frame,
                               std::vector<UnprovenBlock>& unproven) {
+  const uint64_t origin_lines = frame.origin_lines;
   if (slot >= capacity_ || r.classes.size() != blocks_per_line_ || r.origin_line >= origin_lines) {
     return Status::Corruption("the record of slot " + std::to_string(slot) +
                               " does not fit this cache's geometry");
@@ -17,19 +38,16 @@ Status SlotTable::AdoptRecord(uint64_t slot, const LineRecord& r, uint64_t origi
     if (lines_.Get(s) != kNoLine) {
       return Status::Corruption("slot " + std::to_string(slot) + " has two records");
     }
-    lines_.Set(s, r.origin_line);  // the index reads it
-    if (!index_.Insert(r.origin_line, s)) {
-      lines_.Set(s, kNoLine);
-      return Status::Corruption("origin line " + std::to_string(r.origin_line) +
-                                " is recorded in two slots");
-    }
+    lines_.Set(s, r.origin_line);  // indexed by FinishLoad, all at once
     free_.Remove(s);
   }
+  const bool stable = r.epoch != kNoEpoch && r.epoch < frame.completed;
+  if (r.epoch != kNoEpoch) loaded_epochs_ = std::max(loaded_epochs_, r.epoch + 1);
   for (uint32_t b = 0; b < blocks_per_line_; ++b) {
     size_t i = Index(s, b);
     block_crc_[i] = r.crcs[b];
     epochs_.Set(i, 0);
-    switch (r.classes[b]) {
+    switch (stable ? Settled(r.classes[b], frame.clean_shutdown) : r.classes[b]) {
       case BlockClass::kInvalid: break;
       case BlockClass::kClean: block_flags_[i] = kValid; break;
       case BlockClass::kDirty: block_flags_[i] = kValid | kDirty; break;
@@ -58,8 +76,15 @@ void SlotTable::RecoverBlock(const UnprovenBlock& u, bool clean_shutdown,
   }
 }
 
-void SlotTable::FinishLoad(std::vector<uint32_t>& changed_slots) {
+Status SlotTable::FinishLoad(std::vector<uint32_t>& changed_slots, uint64_t completed) {
+  // Epochs go on from past every record's and the last completed flush: a
+  // record built from here on is not taken as stable at the next start
+  // until a flush of this run has completed after it.
+  const uint64_t start = std::max({loaded_epochs_, completed, uint64_t{1}});
+  flushes_started_.store(start);
+  flushes_completed_.store(start);
   MutexLock lock(mu_);
+  std::vector<uint32_t> kept;
   for (uint32_t slot = 0; slot < capacity_; ++slot) {
     if (lines_.Get(slot) == kNoLine) continue;
     for (uint32_t b = 0; blocks_per_line_ > 1 && b < blocks_per_line_; ++b) {
@@ -68,21 +93,33 @@ void SlotTable::FinishLoad(std::vector<uint32_t>& changed_slots) {
       AddDirtyBlocks(slot, (f & kDirty) ? 1 : 0);
     }
     if (ValidBlocks(slot) == 0) {  // nothing left: the slot is free again
-      index_.Erase(lines_.Get(slot));
       lines_.Set(slot, kNoLine);
       free_.Put(slot);
       changed_slots.push_back(slot);
       continue;
     }
-    if (!pins_.Contains(lines_.Get(slot))) policy_->OnInsert(slot, lines_.Get(slot));
+    kept.push_back(slot);
+  }
+  if (const uint32_t twice = index_.InsertAll(kept); twice != LineIndex::kNotFound) {
+    return Status::Corruption("origin line " + std::to_string(lines_.Get(twice)) +
+                              " is recorded in two slots");
+  }
+  std::vector<uint64_t> dirty;
+  for (uint32_t slot : kept) {
+    const uint64_t line = lines_.Get(slot);
+    if (!pins_.Contains(line)) policy_->OnInsert(slot, line);
     LiveStats::Bump(stats_.occupancy_lines);
     if (DirtyBlocks(slot) > 0) {
       LiveStats::Bump(stats_.dirty_lines);
       SetSlotDirtyLocked(slot, true);
-      dirty_lines_.Insert(lines_.Get(slot));
-      dirty_map_.LineDirty(lines_.Get(slot));
+      dirty_map_.LineDirty(line);
+      dirty.push_back(line);
     }
   }
+  // In origin order, each goes at the end of its chunk's array (no move).
+  if (!std::is_sorted(dirty.begin(), dirty.end())) std::sort(dirty.begin(), dirty.end());
+  for (uint64_t line : dirty) dirty_lines_.Insert(line);
+  return Status::Ok();
 }
 
 namespace {

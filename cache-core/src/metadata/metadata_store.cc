@@ -20,6 +20,7 @@ namespace {
 const char kIdentityKey[] = "id";
 const char kConfigPrefix[] = "cfg/";
 const char kLinePrefix[] = "line/";
+const char kCompletedFlushKey[] = "flush/completed";
 
 std::string LineKey(uint64_t slot) {
   std::string key(kLinePrefix);
@@ -117,10 +118,17 @@ class TolerantLogger : public rocksdb::Logger {
 
 // Record layout: u64 origin line, u16 block count, then per block a u8 class
 // and a u32 CRC, then a u32 CRC32C of everything before it.
+// Format 1: origin line u64, blocks u16, per block (class u8, CRC32C u32),
+// CRC32C of all before it. Format 2 puts the epoch (u64) after the origin
+// line; the lengths of the two never meet (14 + 5n against 22 + 5n).
+constexpr size_t kV1Fixed = 14, kV2Fixed = 22;
+
 std::string EncodeLineRecord(const LineRecord& r) {
   std::string out;
   uint16_t blocks = static_cast<uint16_t>(r.classes.size());
+  out.reserve(kV2Fixed + 5 * size_t{blocks});
   out.append(reinterpret_cast<const char*>(&r.origin_line), 8);
+  if (r.epoch != kNoEpoch) out.append(reinterpret_cast<const char*>(&r.epoch), 8);
   out.append(reinterpret_cast<const char*>(&blocks), 2);
   for (size_t i = 0; i < blocks; ++i) {
     out += static_cast<char>(r.classes[i]);
@@ -131,30 +139,40 @@ std::string EncodeLineRecord(const LineRecord& r) {
   return out;
 }
 
-Result<LineRecord> DecodeLineRecord(const std::string& v) {
-  if (v.size() < 14) return Status::Corruption("line record is truncated");
+Status DecodeLineRecordInto(const char* v, size_t size, LineRecord& r) {
+  if (size < kV1Fixed) return Status::Corruption("line record is truncated");
+  // Which format: the one whose length the block count fits.
   uint16_t blocks;
-  std::memcpy(&blocks, v.data() + 8, 2);
-  if (v.size() != 10 + 5 * static_cast<size_t>(blocks) + 4) {
-    return Status::Corruption("line record has the wrong length");
+  std::memcpy(&blocks, v + 8, 2);
+  size_t head = 10;
+  if (size != kV1Fixed + 5 * size_t{blocks}) {
+    if (size < kV2Fixed) return Status::Corruption("line record has the wrong length");
+    std::memcpy(&blocks, v + 16, 2);
+    if (size != kV2Fixed + 5 * size_t{blocks}) return Status::Corruption("line record has the wrong length");
+    head = 18;
   }
   uint32_t stored;
-  std::memcpy(&stored, v.data() + v.size() - 4, 4);
-  if (stored != Crc32c(v.data(), v.size() - 4)) {
-    return Status::Corruption("line record fails its checksum");
-  }
-  LineRecord r;
-  std::memcpy(&r.origin_line, v.data(), 8);
+  std::memcpy(&stored, v + size - 4, 4);
+  if (stored != Crc32c(v, size - 4)) return Status::Corruption("line record fails its checksum");
+  std::memcpy(&r.origin_line, v, 8);
+  r.epoch = kNoEpoch;
+  if (head == 18) std::memcpy(&r.epoch, v + 8, 8);
   r.classes.resize(blocks);
   r.crcs.resize(blocks);
   for (size_t i = 0; i < blocks; ++i) {
-    uint8_t c = static_cast<uint8_t>(v[10 + 5 * i]);
+    uint8_t c = static_cast<uint8_t>(v[head + 5 * i]);
     if (c > static_cast<uint8_t>(BlockClass::kCleanFresh)) {
       return Status::Corruption("line record has an unknown block class");
     }
     r.classes[i] = static_cast<BlockClass>(c);
-    std::memcpy(&r.crcs[i], v.data() + 10 + 5 * i + 1, 4);
+    std::memcpy(&r.crcs[i], v + head + 5 * i + 1, 4);
   }
+  return Status::Ok();
+}
+
+Result<LineRecord> DecodeLineRecord(const std::string& v) {
+  LineRecord r;
+  CACHECORE_RETURN_IF_ERROR(DecodeLineRecordInto(v.data(), v.size(), r));
   return r;
 }
 
@@ -293,16 +311,46 @@ Status MetadataStore::Sync() {
 }
 
 
+Status MetadataStore::PutCompletedFlush(uint64_t epoch) {
+  return Guarded(false, [&] {
+    return FromRocks(db_->Put(WriteOpts(false), kCompletedFlushKey,
+                              rocksdb::Slice(reinterpret_cast<const char*>(&epoch), 8)),
+                     "recording a completed flush");
+  });
+}
+
+Result<uint64_t> MetadataStore::GetCompletedFlush() {
+  std::string value;
+  rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), kCompletedFlushKey, &value);
+  if (s.IsNotFound()) return uint64_t{0};
+  CACHECORE_RETURN_IF_ERROR(FromRocks(s, "the last completed flush"));
+  if (value.size() != 8) return Status::Corruption("the last completed flush's record has the wrong length");
+  uint64_t epoch;
+  std::memcpy(&epoch, value.data(), 8);
+  return epoch;
+}
+
+Status MetadataStore::FlushMemtables() {
+  return Guarded(false, [&] {
+    rocksdb::FlushOptions o;
+    o.wait = true;
+    return FromRocks(db_->Flush(o), "writing the metadata's memtables out");
+  });
+}
+
 Status MetadataStore::ForEachLine(
     const std::function<Status(uint64_t, const LineRecord&)>& visit) {
-  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions()));
+  // Read once, front to back: ahead of the iterator, and not through the
+  // block cache (a start's scan would only evict what is there).
+  rocksdb::ReadOptions ro;
+  ro.fill_cache = false;
+  ro.readahead_size = 2 << 20;
+  std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro));
+  LineRecord r;  // decoded into in place: no allocation a record
   for (it->Seek(kLinePrefix); it->Valid() && it->key().starts_with(kLinePrefix); it->Next()) {
-    Result<LineRecord> r = DecodeLineRecord(it->value().ToString());
-    if (!r.ok()) {
-      return Status::Corruption("slot " + std::to_string(SlotOfKey(it->key())) + ": " +
-                                r.status().message());
-    }
-    CACHECORE_RETURN_IF_ERROR(visit(SlotOfKey(it->key()), r.value()));
+    Status s = DecodeLineRecordInto(it->value().data(), it->value().size(), r);
+    if (!s.ok()) return Status::Corruption("slot " + std::to_string(SlotOfKey(it->key())) + ": " + s.message());
+    CACHECORE_RETURN_IF_ERROR(visit(SlotOfKey(it->key()), r));
   }
   return FromRocks(it->status(), "reading line metadata");
 }

@@ -124,12 +124,22 @@ Result<Superblock> DecodeSuperblock(const uint8_t* in) {
   if (!HasMagic(in)) return Status::NotFound("no cachectl superblock on this device");
   if (!ChecksumMatches(in)) return Status::Corruption("the superblock fails its checksum");
   Superblock sb = DecodeFields(in);
-  if (sb.identity.format_version != kFormatVersion) {
-    return Status::Corruption("superblock format version " +
-                              std::to_string(sb.identity.format_version) + " is not supported (" +
-                              std::to_string(kFormatVersion) + " is)");
-  }
+  CACHECORE_RETURN_IF_ERROR(CheckFormatVersion(sb.identity.format_version, "the superblock"));
   return sb;
+}
+
+Status CheckFormatVersion(uint32_t version, const std::string& what) {
+  if (version > kFormatVersion) {
+    return Status::NotSupported(what + " is in metadata format " + std::to_string(version) +
+                                ", newer than this cachectl knows (" + std::to_string(kOldestFormatVersion) +
+                                " to " + std::to_string(kFormatVersion) +
+                                "): a newer cachectl made this cache; start it with that one");
+  }
+  if (version < kOldestFormatVersion) {
+    return Status::Corruption(what + " has format version " + std::to_string(version) +
+                              ", which no cachectl ever wrote");
+  }
+  return Status::Ok();
 }
 
 std::string EncodeIdentity(const CacheIdentity& id) {
@@ -213,10 +223,7 @@ namespace {
 Status CheckStoreFitsDevices(const CacheIdentity& id, BlockDevice* cache, BlockDevice* origin,
                              uint32_t wanted_line_size) {
   const std::string store = "the store's ";
-  if (id.format_version != kFormatVersion) {
-    return Status::Corruption(store + "format version is " + std::to_string(id.format_version) +
-                              ", not " + std::to_string(kFormatVersion));
-  }
+  CACHECORE_RETURN_IF_ERROR(CheckFormatVersion(id.format_version, "the store"));
   if (id.origin_identity != origin->identity() || id.origin_size != origin->size_bytes()) {
     return Status::Corruption(store + "origin is " + id.origin_identity + " of " +
                               std::to_string(id.origin_size) + " bytes, not " + origin->identity() +
@@ -270,9 +277,11 @@ Status CheckSyncMarkVouches(BlockDevice* cache, const Uuid& uuid, uint64_t store
 // kIoError) from the first that fails.
 Status CheckRepairable(const Superblock& damaged, const CacheIdentity& stored, BlockDevice* cache,
                        BlockDevice* origin, uint64_t store_sequence, uint32_t wanted_line_size) {
-  if (damaged.identity.format_version != kFormatVersion) {
+  if (damaged.identity.format_version < kOldestFormatVersion ||
+      damaged.identity.format_version > kFormatVersion) {
     return Status::Corruption("its format version field reads " +
                               std::to_string(damaged.identity.format_version) + ", not " +
+                              std::to_string(kOldestFormatVersion) + " to " +
                               std::to_string(kFormatVersion) +
                               " (another format, or more than a bad checksum)");
   }

@@ -47,9 +47,12 @@ class SlotLists {
 // linked list costs 8). A line removed from the middle (invalidated,
 // pinned, demoted) leaves its entry behind, skipped when it reaches the
 // tail; so does a line moved and re-queued. Each slot counts its entries
-// in each ring (2 bits each): an entry is the slot's live one when it is
-// the last of them and the slot is placed in that ring. A ring is
-// compacted when a count would overflow or stale entries outnumber live ones.
+// in each ring (2 bits each, stopping at 3): an entry is the slot's live
+// one when it is the last of them and the slot is placed in that ring. A
+// slot with more than 3 entries (removed and inserted again and again)
+// is found at one of its older ones, a little early, never lost. A ring is
+// compacted when stale entries outnumber live ones (amortized: constant
+// time a call).
 class S3Fifo : public EvictionPolicy {
  public:
   S3Fifo(uint32_t capacity, uint32_t promote_after, KeyOfSlot key_of)
@@ -61,8 +64,9 @@ class S3Fifo : public EvictionPolicy {
   void OnInsert(uint32_t slot, uint64_t key) override {
     OnRemove(slot);
     SetFreq(slot, 0);
-    // Seen recently and evicted early: straight to main.
-    Place(slot, ghost_.Take(key) ? kMain : kSmall);
+    // Seen recently and evicted early: straight to main. (Nothing to find
+    // before the first eviction: a warm start's million inserts skip it.)
+    Place(slot, ghost_used_ && ghost_.Take(key) ? kMain : kSmall);
   }
 
   void OnHit(uint32_t slot) override {
@@ -118,9 +122,9 @@ class S3Fifo : public EvictionPolicy {
 
   void Place(uint32_t slot, Where w) {
     Ring& r = rings_[w];
-    if (Entries(slot, w) == 3 || r.entries.size() > 2 * r.live + 1024) Compact(w);
+    if (r.entries.size() > 2 * r.live + 1024) Compact(w);
     SetWhere(slot, w);
-    SetEntries(slot, w, Entries(slot, w) + 1);
+    SetEntries(slot, w, std::min<uint32_t>(Entries(slot, w) + 1, 3));
     r.entries.push_back(slot);
     ++r.live;
   }
@@ -132,6 +136,7 @@ class S3Fifo : public EvictionPolicy {
     for (;;) {
       const uint32_t s = r.entries.front();
       r.entries.pop_front();
+      if (Entries(s, w) == 0) continue;  // past the live one of a slot that had more than 3
       const uint32_t n = Entries(s, w) - 1;
       SetEntries(s, w, n);
       if (n == 0 && WhereOf(s) == w) {
@@ -147,6 +152,7 @@ class S3Fifo : public EvictionPolicy {
     Ring& r = rings_[w];
     std::deque<uint32_t> kept;
     for (uint32_t s : r.entries) {
+      if (Entries(s, w) == 0) continue;
       const uint32_t n = Entries(s, w) - 1;
       SetEntries(s, w, n);
       if (n == 0 && WhereOf(s) == w) kept.push_back(s);
@@ -169,6 +175,7 @@ class S3Fifo : public EvictionPolicy {
     }
     SetWhere(t, kPicked);
     ghost_.Add(key_of_(t));
+    ghost_used_ = true;
     return t;
   }
 
@@ -193,6 +200,7 @@ class S3Fifo : public EvictionPolicy {
   Ring rings_[3];  // by Where: kSmall and kMain
   uint32_t small_target_;
   GhostFilter ghost_;
+  bool ghost_used_ = false;
   uint32_t promote_after_;
 };
 

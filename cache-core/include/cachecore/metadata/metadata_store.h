@@ -3,6 +3,8 @@
 //   "cfg/<name>"    configuration values (mode, cutoff, ...), as text
 //   "line/<slot>"   one LineRecord per occupied cache line; <slot> is a
 //                   big-endian u64, so an iteration visits slots in order
+//   "flush/completed" the last flush epoch completed (format 2): every
+//                   record built in an earlier epoch is stable
 // Writes are unsynced by default; Sync() makes everything written so far
 // durable (the engine calls it on FLUSH and FUA). Thread-safe.
 //
@@ -49,15 +51,27 @@ enum class BlockClass : uint8_t {
                           // is dropped (the origin holds the last flushed data)
 };
 
+// The epoch of a record no flush settles: one built ahead of the write it
+// announces (it must stay fresh until that write's own record replaces
+// it), and every record of format 1. Its fresh blocks are proven at a start.
+constexpr uint64_t kNoEpoch = UINT64_MAX;
+
 struct LineRecord {
   uint64_t origin_line = 0;
+  // The flush epoch the record was built in, for a record built with no
+  // I/O in flight for its line: once a flush of a later epoch has completed
+  // (GetCompletedFlush), its fresh blocks are stable.
+  uint64_t epoch = kNoEpoch;
   std::vector<BlockClass> classes;  // one per 4 KiB block of the line
   std::vector<uint32_t> crcs;       // CRC32C of each block's data
 };
 
+// Format 2 (with the epoch); format 1's layout for a record with kNoEpoch.
 std::string EncodeLineRecord(const LineRecord& record);
-// kCorruption when the value is truncated or fails its own checksum.
+// Either format. kCorruption when the value is truncated or fails its own
+// checksum. The second form reuses `out`'s vectors (no allocation a record).
 Result<LineRecord> DecodeLineRecord(const std::string& value);
+Status DecodeLineRecordInto(const char* value, size_t size, LineRecord& out);
 
 struct MetadataOptions {
   bool create_if_missing = false;
@@ -95,6 +109,15 @@ class MetadataStore {
   Status Apply(Batch& batch, bool sync);
   // Makes every write so far durable.
   Status Sync();
+  // Records (unsynced) that flush `epoch` completed: the engine writes it
+  // after the devices' flush and before the store's sync, so once durable
+  // every record built before `epoch` had its data flushed.
+  Status PutCompletedFlush(uint64_t epoch);
+  // The last completed flush recorded; 0 when none (or format 1).
+  Result<uint64_t> GetCompletedFlush();
+  // Writes the memtables out (a clean shutdown: the next open reads tables
+  // instead of replaying the log).
+  Status FlushMemtables();
   // The sequence number of the latest write: after Sync() every write up to
   // it is durable, and a reopened store recovers at least that far.
   uint64_t LatestSequence() const;

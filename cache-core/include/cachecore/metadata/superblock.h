@@ -29,7 +29,17 @@ namespace cachecore {
 
 class MetadataStore;
 
-constexpr uint32_t kFormatVersion = 1;
+// The metadata format this build writes. 2: each line record carries the
+// flush epoch it was built in, and the store the last completed flush, so a
+// start derives which records are stable instead of rewriting them
+// (docs/design.md, "Format versions").
+constexpr uint32_t kFormatVersion = 2;
+// The oldest format a start upgrades in place.
+constexpr uint32_t kOldestFormatVersion = 1;
+// Ok for a format this build reads; kNotSupported saying why for a newer
+// one (a newer cachectl made it), kCorruption for one that never existed.
+// `what` names where the version was read ("the superblock").
+Status CheckFormatVersion(uint32_t version, const std::string& what);
 constexpr uint32_t kSuperblockSize = 4096;
 // Line data starts 1 MiB into the cache device: aligned for any line size.
 constexpr uint64_t kDataOffset = 1 << 20;

@@ -302,7 +302,7 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineDevices& d, const Engin
   CACHECORE_RETURN_IF_ERROR(impl->WriteSuperblock(false));
   CACHECORE_RETURN_IF_ERROR(impl->PersistDirtyMap(Impl::MapWrite::kAll));  // what the records say, exactly
   if (upgrade) {
-    CACHECORE_RETURN_IF_ERROR(impl->UpgradeFormat());
+    CACHECORE_RETURN_IF_ERROR(impl->UpgradeFormat(changed));
   } else {
     CACHECORE_RETURN_IF_ERROR(impl->RewriteRecords(changed));
   }

@@ -474,8 +474,9 @@ struct Engine::Impl {
   // no longer say what RAM does are listed in `changed_slots`.
   Status LoadLines(bool clean_shutdown, std::vector<uint32_t>* changed_slots);
   Status RewriteRecords(const std::vector<uint32_t>& changed);
-  // A cache of an older format (kOldestFormatVersion..) in this build's.
-  Status UpgradeFormat();
+  // A cache of an older format (kOldestFormatVersion..) in this build's;
+  // `changed` as LoadLines left it.
+  Status UpgradeFormat(const std::vector<uint32_t>& changed);
   Status WriteSuperblock(bool clean_shutdown);
 
   // ---- pinning and scheduled placement (engine_placement.cc, engine_mover.cc)

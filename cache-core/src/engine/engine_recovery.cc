@@ -47,13 +47,17 @@ Status Engine::Impl::LoadLines(bool clean_shutdown, std::vector<uint32_t>* chang
   return slots.FinishLoad(*changed_slots, *completed);
 }
 
-// Every record in this build's format, then the store's identity, then the
+// Every record in this build's format (and the deletes of the slots the
+// load emptied, `changed`'s free ones), then the store's identity, then the
 // superblock: a crash between leaves versions that differ, both known, and
 // the next start upgrades again (records of either format read alike).
-Status Engine::Impl::UpgradeFormat() {
+Status Engine::Impl::UpgradeFormat(const std::vector<uint32_t>& changed) {
   std::vector<uint32_t> all;
   for (uint32_t slot = 0; slot < capacity; ++slot) {
     if (slots.LineOf(slot) != kNoLine) all.push_back(slot);
+  }
+  for (uint32_t slot : changed) {
+    if (slots.LineOf(slot) == kNoLine) all.push_back(slot);  // its record is deleted
   }
   ReachedStep("upgrade-1-begun");  // a test point
   CACHECORE_RETURN_IF_ERROR(RewriteRecords(all));

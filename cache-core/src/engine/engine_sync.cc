@@ -53,6 +53,7 @@ Status Engine::Impl::SyncAll() {
   // with dirty data is marked on the device before any of its records is
   // synced.
   Status c = FlushCacheSide();
+  const bool cache_flushed = c.ok();
   // With no dirty line the origin holds every acknowledged write and a clean
   // copy that did not persist fails its checksum and is read from the
   // origin: the client's flush does not depend on the cache device.
@@ -61,10 +62,13 @@ Status Engine::Impl::SyncAll() {
   if (!o.ok()) LiveStats::Bump(stats.origin_flush_err);
   ReachedStep("sync-2-devices-flushed");  // a test point
   // Both devices hold what this flush covers: the store may say so, in
-  // the sync that makes the records durable (a start then knows them stable).
+  // the sync that makes the records durable (a start then knows them
+  // stable). Not when the cache's flush failed and was forgiven the client
+  // (no dirty line): a dirty record the cleaner is about to replace would
+  // be taken as stable over data the cache lost.
   Status m = Status::Ok();
   if (c.ok() && o.ok()) {
-    m = dev.metadata->PutCompletedFlush(epoch);
+    if (cache_flushed) m = dev.metadata->PutCompletedFlush(epoch);
     if (!m.ok()) LiveStats::Bump(stats.metadata_err);
     else m = SyncMetadata();
   }

@@ -37,6 +37,7 @@
 #include <fstream>
 #include <random>
 #include <string>
+#include <thread>
 
 #include "cachecore/devices/file_device.h"
 #include "cachecore/engine/engine.h"
@@ -147,8 +148,12 @@ void Sweep(Engine& e, bool write, uint64_t first, uint64_t end, uint8_t* chunk) 
 double PerLine(uint64_t bytes, uint64_t lines) { return double(bytes) / std::max<uint64_t>(lines, 1); }
 
 // Resident growth since `start`, RocksDB's own memory taken out (signed:
-// small caches can come out below zero by the heap's noise).
+// small caches can come out below zero by the heap's noise), once RocksDB
+// has no flush or compaction running (their buffers come and go).
 int64_t EngineBytes(uint64_t start, MetadataStore& store) {
+  for (int i = 0; i < 60000 && store.BackgroundWorkRunning(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
   return static_cast<int64_t>(RssBytes()) - static_cast<int64_t>(StoreBytes(store)) - static_cast<int64_t>(start);
 }
 double PerLine(int64_t bytes, uint64_t lines) { return double(bytes) / std::max<uint64_t>(lines, 1); }

@@ -250,6 +250,14 @@ MetadataStore::Memory MetadataStore::MemoryUsage() const {
   return m;
 }
 
+bool MetadataStore::BackgroundWorkRunning() const {
+  uint64_t flushes = 0, compactions = 0, pending = 0;
+  db_->GetIntProperty("rocksdb.num-running-flushes", &flushes);
+  db_->GetIntProperty("rocksdb.num-running-compactions", &compactions);
+  db_->GetIntProperty("rocksdb.compaction-pending", &pending);
+  return flushes + compactions + pending > 0;
+}
+
 Result<CacheIdentity> MetadataStore::GetIdentity() {
   std::string value;
   Status s = FromRocks(db_->Get(rocksdb::ReadOptions(), kIdentityKey, &value), "cache identity");

@@ -133,6 +133,9 @@ class MetadataStore {
     uint64_t block_cache = 0, block_cache_cap = 0;
   };
   Memory MemoryUsage() const;
+  // Whether RocksDB is flushing or compacting now (its buffers then come
+  // and go: a measurement of memory waits for this to be false).
+  bool BackgroundWorkRunning() const;
 
   // True once a write or sync failed (see above); the first error then.
   bool failed() const { return failed_.load(std::memory_order_acquire); }

@@ -338,14 +338,6 @@ Result<uint64_t> MetadataStore::GetCompletedFlush() {
   return epoch;
 }
 
-Status MetadataStore::FlushMemtables() {
-  return Guarded(false, [&] {
-    rocksdb::FlushOptions o;
-    o.wait = true;
-    return FromRocks(db_->Flush(o), "writing the metadata's memtables out");
-  });
-}
-
 Status MetadataStore::ForEachLine(
     const std::function<Status(uint64_t, const LineRecord&)>& visit) {
   // Read once, front to back: ahead of the iterator, and not through the

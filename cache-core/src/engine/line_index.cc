@@ -2,6 +2,8 @@
 
 #include <bit>
 
+#include "base/mix64.h"
+
 namespace cachecore {
 
 namespace {
@@ -9,14 +11,6 @@ constexpr uint32_t kEmpty = UINT32_MAX;
 // Entries per slot: a load of 0.83 keeps a failed lookup to a few probes
 // in one or two CPU cache lines (the fingerprint spares reading the lines).
 constexpr uint64_t kTableNumerator = 6, kTableDenominator = 5;
-
-uint64_t Mix(uint64_t x) {  // the splitmix64 finalizer
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 }  // namespace
 
 LineIndex::LineIndex(uint32_t capacity, const PackedLines& lines)
@@ -28,7 +22,7 @@ LineIndex::LineIndex(uint32_t capacity, const PackedLines& lines)
       fingerprint_mask_(slot_bits_ >= 32 ? 0 : ~slot_mask_),
       table_(size_t{capacity} * kTableNumerator / kTableDenominator + 2, kEmpty) {}
 
-uint64_t LineIndex::Hash(uint64_t line) const { return Mix(line); }
+uint64_t LineIndex::Hash(uint64_t line) const { return Mix64(line); }
 
 size_t LineIndex::Probe(uint64_t line, uint64_t hash) const {
   const uint32_t fingerprint = Fingerprint(hash);

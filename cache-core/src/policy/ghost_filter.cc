@@ -2,17 +2,13 @@
 
 #include <algorithm>
 
+#include "base/mix64.h"
+
 namespace cachecore {
 
 namespace {
-uint64_t Mix(uint64_t x) {  // the splitmix64 finalizer
-  x += 0x9e3779b97f4a7c15ull;
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ull;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
+// Offset from the index's hash of the same line (a ghost key is a line).
+uint64_t Mix(uint64_t key) { return Mix64(key + 0x9e3779b97f4a7c15ull); }
 }  // namespace
 
 GhostFilter::GhostFilter(uint64_t remembered)

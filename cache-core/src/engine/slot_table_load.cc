@@ -41,12 +41,7 @@ Status SlotTable::AdoptRecord(uint64_t slot, const LineRecord& r, const LoadFram
     lines_.Set(s, r.origin_line);  // indexed by FinishLoad, all at once
     free_.Remove(s);
   }
-  // Settling is off: with it, tests/daemon_test.sh's detach after a kill -9
-  // and restarts found 2 dirty blocks failing their checksum (not yet
-  // understood). Records keep their epochs and the store its completed
-  // flush, so turning it back on needs no format change.
-  constexpr bool kSettleAtStart = false;
-  const bool stable = kSettleAtStart && r.epoch != kNoEpoch && r.epoch < frame.completed;
+  const bool stable = r.epoch != kNoEpoch && r.epoch < frame.completed;
   if (r.epoch != kNoEpoch) loaded_epochs_ = std::max(loaded_epochs_, r.epoch + 1);
   for (uint32_t b = 0; b < blocks_per_line_; ++b) {
     size_t i = Index(s, b);

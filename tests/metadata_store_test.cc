@@ -1,6 +1,12 @@
 // MetadataStore: record encoding, corruption detection, identity and
 // configuration, and what survives a power cut (only what was synced).
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
 
 #include "cachecore/metadata/metadata_store.h"
 #include "support/engine_rig.h"
@@ -120,6 +126,58 @@ TEST_F(StoreTest, ForEachLineVisitsInSlotOrder) {
   size_t left = 0;
   ASSERT_TRUE(store_->ForEachLine([&](uint64_t, const LineRecord&) { ++left; return Status::Ok(); }).ok());
   EXPECT_EQ(left, 0u);
+}
+
+// How `cachectl rebuild` starts a daemon: the command reads the store, then
+// forks the daemon, which opens it to write. RocksDB's background threads
+// are one pool per process; had the command's read started them, the
+// forked daemon would have a pool that believes its threads run, and its
+// first memtable flush (a shutdown's, or full memtables) would wait
+// forever. So a read-only open starts no thread, and the child's flush
+// finishes.
+// RocksDB's pool threads name themselves "rocksdb:low", "rocksdb:high".
+size_t RocksDbThreadsOfThisProcess() {
+  size_t n = 0;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string name;
+    std::getline(comm, name);
+    n += name.rfind("rocksdb", 0) == 0 ? 1 : 0;
+  }
+  return n;
+}
+
+int WriteAndFlushInAChild(const std::string& path, bool create) {
+  const pid_t child = fork();
+  if (child == 0) {
+    alarm(60);  // a flush that waits forever: killed, and the parent sees it
+    MetadataOptions mo;
+    mo.create_if_missing = create;
+    auto store = MetadataStore::Open(path, mo);
+    MetadataStore::Batch batch;
+    batch.PutLine(1, SampleRecord(10, 4));
+    const bool ok = store.ok() && store.value()->Apply(batch, true).ok() &&
+                    store.value()->FlushMemtables().ok();
+    _exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  if (child < 0 || waitpid(child, &status, 0) != child) return -1;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+TEST(StoreForkTest, ADaemonForkedAfterAReadOnlyOpenCanFlush) {
+  TempDir dir;
+  const std::string path = dir.path() + "/md";
+  ASSERT_EQ(WriteAndFlushInAChild(path, true), 0) << "creating the store";
+  {
+    MetadataOptions mo;
+    mo.read_only = true;
+    auto store = MetadataStore::Open(path, mo);
+    ASSERT_TRUE(store.ok()) << store.status().ToString();
+    ASSERT_TRUE(store.value()->GetCompletedFlush().ok());
+    EXPECT_EQ(RocksDbThreadsOfThisProcess(), 0u) << "a read-only open started RocksDB's threads";
+  }
+  EXPECT_EQ(WriteAndFlushInAChild(path, false), 0) << "the forked writer's flush (128+14: it hung)";
 }
 
 }  // namespace

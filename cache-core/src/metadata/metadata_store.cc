@@ -203,11 +203,32 @@ Status MetadataStore::failure() const {
   return failure_;
 }
 
+namespace {
+// The Env of a read-only store: RocksDB's own, except that opening starts no
+// background thread (a reader schedules no flush or compaction). Those
+// threads are one pool per process; `cachectl rebuild` reads the store and
+// then forks the daemon, whose copy of a started pool would believe its
+// threads run, and whose first memtable flush would then wait forever.
+class ReaderEnv : public rocksdb::EnvWrapper {
+ public:
+  ReaderEnv() : rocksdb::EnvWrapper(rocksdb::Env::Default()) {}
+  const char* Name() const override { return "CachectlReaderEnv"; }
+  void SetBackgroundThreads(int, Priority) override {}
+  void IncBackgroundThreadsIfNeeded(int, Priority) override {}
+};
+
+rocksdb::Env* ReaderEnvInstance() {
+  static ReaderEnv* env = new ReaderEnv;  // lives as long as any store may
+  return env;
+}
+}  // namespace
+
 Result<std::unique_ptr<MetadataStore>> MetadataStore::Open(const std::string& path,
                                                            const MetadataOptions& options) {
   rocksdb::Options o;
   o.create_if_missing = options.create_if_missing;
   if (options.env != nullptr) o.env = options.env;
+  else if (options.read_only) o.env = ReaderEnvInstance();
   // A torn tail (a crash mid-append) is dropped; damage before the log's
   // tail fails the open. RocksDB cannot tell a log cut short from a torn
   // tail: the engine's sync mark (superblock.h) catches that case.
@@ -336,6 +357,14 @@ Result<uint64_t> MetadataStore::GetCompletedFlush() {
   uint64_t epoch;
   std::memcpy(&epoch, value.data(), 8);
   return epoch;
+}
+
+Status MetadataStore::FlushMemtables() {
+  return Guarded(false, [&] {
+    rocksdb::FlushOptions o;
+    o.wait = true;
+    return FromRocks(db_->Flush(o), "writing the metadata's memtables out");
+  });
 }
 
 Status MetadataStore::ForEachLine(

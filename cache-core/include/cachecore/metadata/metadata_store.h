@@ -115,6 +115,9 @@ class MetadataStore {
   Status PutCompletedFlush(uint64_t epoch);
   // The last completed flush recorded; 0 when none (or format 1).
   Result<uint64_t> GetCompletedFlush();
+  // Writes the memtables out (a clean shutdown: the next open reads tables
+  // instead of replaying the log).
+  Status FlushMemtables();
   // The sequence number of the latest write: after Sync() every write up to
   // it is durable, and a reopened store recovers at least that far.
   uint64_t LatestSequence() const;

@@ -3,6 +3,8 @@
 // the same random operations.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <map>
 #include <random>
 #include <set>
@@ -138,6 +140,41 @@ TEST(DirtyLineSetTest, AgreesWithASetAcrossArraysAndBitmaps) {
     expected.push_back(*it);
   }
   EXPECT_EQ(some, expected);
+}
+
+// A warm start's load, from lines in slot order (any order): the same set
+// as inserting them one by one, arrays and bitmaps alike, and it goes on
+// taking inserts and erases.
+TEST(DirtyLineSetTest, ALoadFromUnsortedLinesEqualsInsertingThem) {
+  std::mt19937_64 rng(11);
+  std::set<uint64_t> model;
+  while (model.size() < 60000) {  // dense chunks (bitmaps) and sparse ones (arrays)
+    model.insert(rng() % 2 == 0 ? rng() % 100000 : rng() % (1ull << 36));
+  }
+  std::vector<uint64_t> shuffled(model.begin(), model.end());
+  std::shuffle(shuffled.begin(), shuffled.end(), rng);
+  DirtyLineSet loaded;
+  int passes = 0;
+  loaded.Load([&](const DirtyLineSet::LineVisitor& visit) {
+    ++passes;
+    for (uint64_t l : shuffled) visit(l);
+  });
+  EXPECT_EQ(passes, 2);
+  ASSERT_EQ(loaded.size(), model.size());
+  std::vector<uint64_t> all;
+  loaded.AppendRange(0, kNoLine, SIZE_MAX, all);
+  ASSERT_EQ(all, std::vector<uint64_t>(model.begin(), model.end()));
+  DirtyLineSet inserted;
+  for (uint64_t l : shuffled) inserted.Insert(l);
+  EXPECT_LE(loaded.MemoryBytes(), inserted.MemoryBytes());  // no slack for growth
+  for (int step = 0; step < 20000; ++step) {
+    const uint64_t l = rng() % 100000;
+    if (step % 2 == 0) ASSERT_EQ(loaded.Erase(l), model.erase(l) == 1);
+    else ASSERT_EQ(loaded.Insert(l), model.insert(l).second);
+  }
+  all.clear();
+  loaded.AppendRange(0, kNoLine, SIZE_MAX, all);
+  EXPECT_EQ(all, std::vector<uint64_t>(model.begin(), model.end()));
 }
 
 TEST(DirtyLineSetTest, CostsAboutTwoBytesADirtyLine) {

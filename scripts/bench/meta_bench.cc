@@ -26,8 +26,9 @@
 //     opens that cache warm in a fresh process and shuts it down cleanly;
 //     prints the time the start took (opening the store, with its log's
 //     replay, included; the store's open alone too), whether the last
-//     shutdown was clean, the resident memory afterwards (as above) and the
-//     store's size on disk, per line.
+//     shutdown was clean and whether the start copied the slot table from
+//     its snapshot, the resident memory afterwards (as above), and the
+//     store's size on disk and the snapshot's, per line.
 #include <malloc.h>
 
 #include <chrono>
@@ -216,16 +217,23 @@ int Fill(const std::string& dir, uint64_t lines, uint64_t overwrites, bool flush
   return 0;
 }
 
+// The store's files, without the slot table's snapshot (reported apart).
 uint64_t BytesUnder(const std::string& dir) {
   uint64_t total = 0;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
-    if (entry.is_regular_file()) total += entry.file_size();
+    if (entry.is_regular_file() && entry.path().filename() != "SNAPSHOT") total += entry.file_size();
   }
   return total;
 }
 
+uint64_t SnapshotBytes(const std::string& dir) {
+  std::error_code ignored;
+  const auto size = std::filesystem::file_size(dir + "/SNAPSHOT", ignored);
+  return ignored ? 0 : size;
+}
+
 int Open(const std::string& dir) {
-  const uint64_t store_bytes = BytesUnder(dir + "/meta");
+  const uint64_t store_bytes = BytesUnder(dir + "/meta"), snapshot_bytes = SnapshotBytes(dir + "/meta");
   const uint64_t rss_before = RssBytes();
   auto start = std::chrono::steady_clock::now();
   Opened o = OpenFiles(dir, false);
@@ -238,10 +246,12 @@ int Open(const std::string& dir) {
   const uint64_t lines = (*opened)->stats().occupancy_lines;
   std::printf("{\"lines\": %lu, \"dirty_lines\": %lu, \"after_clean_shutdown\": %s, "
               "\"open_seconds\": %.2f, \"store_open_seconds\": %.2f, "
-              "\"rss_bytes_per_line\": %.1f, \"store_bytes_on_disk_per_line\": %.1f",
+              "\"from_snapshot\": %s, \"rss_bytes_per_line\": %.1f, "
+              "\"store_bytes_on_disk_per_line\": %.1f, \"snapshot_bytes_per_line\": %.1f",
               lines, (*opened)->stats().dirty_lines, sb->clean_shutdown ? "true" : "false", open_s,
-              store_open_s, PerLine(EngineBytes(rss_before, *o.store), lines),
-              PerLine(store_bytes, lines));
+              store_open_s, (*opened)->started_from_snapshot() ? "true" : "false",
+              PerLine(EngineBytes(rss_before, *o.store), lines), PerLine(store_bytes, lines),
+              PerLine(snapshot_bytes, lines));
   PrintStoreMemory(*o.store);
   std::printf("}\n");
   return (*opened)->Shutdown().ok() ? 0 : 1;

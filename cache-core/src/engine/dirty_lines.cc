@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <utility>
 
 namespace cachecore {
 
@@ -56,6 +57,35 @@ bool DirtyLineSet::ChunkInsert(Chunk& c, uint16_t offset) {
   }
   ++c.count;
   return true;
+}
+
+void DirtyLineSet::Load(const std::function<void(const LineVisitor&)>& each_line) {
+  std::vector<uint32_t> first;  // per chunk: its lines' count, then where they start
+  each_line([&](uint64_t line) {
+    if (ChunkOf(line) >= first.size()) first.resize(ChunkOf(line) + 1, 0);
+    ++first[ChunkOf(line)];
+  });
+  uint32_t total = 0;
+  for (uint32_t& n : first) total += std::exchange(n, total);
+  std::vector<uint16_t> offsets(total);
+  std::vector<uint32_t> next = first;
+  each_line([&](uint64_t line) { offsets[next[ChunkOf(line)]++] = OffsetOf(line); });
+  for (uint64_t id = 0; id < first.size(); ++id) {
+    const auto begin = offsets.begin() + first[id], end = offsets.begin() + next[id];
+    if (begin == end) continue;
+    Chunk c;
+    c.count = static_cast<uint32_t>(end - begin);
+    if (c.count > kToBitmap) {
+      c.bitmap = true;
+      c.data.assign(kBitmapWords, 0);
+      for (auto it = begin; it != end; ++it) c.data[*it / 16] |= static_cast<uint16_t>(1u << (*it % 16));
+    } else {
+      c.data.assign(begin, end);
+      std::sort(c.data.begin(), c.data.end());
+    }
+    chunks_.emplace_hint(chunks_.end(), id, std::move(c));
+    size_ += end - begin;
+  }
 }
 
 bool DirtyLineSet::ChunkErase(Chunk& c, uint16_t offset) {

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <vector>
 
@@ -18,6 +19,11 @@ class DirtyLineSet {
  public:
   // True when `line` was not in the set.
   bool Insert(uint64_t line);
+  // Fills an empty set (a warm start) with lines in any order, each once,
+  // without sorting them: `each_line` visits every line, and is called
+  // twice (a count by chunk, then each chunk's offsets).
+  using LineVisitor = std::function<void(uint64_t)>;
+  void Load(const std::function<void(const LineVisitor&)>& each_line);
   // True when `line` was in the set.
   bool Erase(uint64_t line);
   bool Contains(uint64_t line) const;

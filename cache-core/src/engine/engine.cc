@@ -449,6 +449,7 @@ StatsSnapshot Engine::stats() const {
 void Engine::ResetStats() { impl_->stats.ResetCounters(); }
 uint32_t Engine::line_size() const { return impl_->line_size; }
 uint64_t Engine::capacity_lines() const { return impl_->capacity; }
+bool Engine::started_from_snapshot() const { return impl_->started_from_snapshot; }
 
 uint64_t Engine::overprovisioned_bytes() const {
   return impl_->dev.cache->size_bytes() - kDataOffset - uint64_t{impl_->capacity} * impl_->line_size;
@@ -469,6 +470,9 @@ Status Engine::Shutdown() {
   // The next start reads tables rather than replaying the log. The log has
   // everything already: a failure costs that start time, nothing else.
   (void)impl_->dev.metadata->FlushMemtables();
+  // And copies the slot table instead of decoding the records (after the
+  // flush, which changes nothing the snapshot is checked against).
+  (void)impl_->WriteSnapshot();
   return impl_->WriteSuperblock(true);
 }
 

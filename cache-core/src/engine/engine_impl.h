@@ -473,6 +473,12 @@ struct Engine::Impl {
   // Fills the slot table from the store (reads only). Slots whose records
   // no longer say what RAM does are listed in `changed_slots`.
   Status LoadLines(bool clean_shutdown, std::vector<uint32_t>* changed_slots);
+  // The slot table's snapshot (store_snapshot.cc): written at a clean
+  // shutdown, taken by the next start when it fits (false: the records).
+  std::string SnapshotTag() const;
+  Status WriteSnapshot();
+  bool LoadSnapshot(uint64_t origin_lines);
+  bool started_from_snapshot = false;
   Status RewriteRecords(const std::vector<uint32_t>& changed);
   // A cache of an older format (kOldestFormatVersion..) in this build's;
   // `changed` as LoadLines left it.

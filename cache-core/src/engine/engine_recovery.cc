@@ -14,6 +14,7 @@ Status Engine::Impl::LoadLines(bool clean_shutdown, std::vector<uint32_t>* chang
   const uint64_t origin_lines = OriginLines();
   Result<uint64_t> completed = dev.metadata->GetCompletedFlush();
   if (!completed.ok()) return completed.status();
+  if (clean_shutdown && LoadSnapshot(origin_lines)) return slots.FinishLoad(*changed_slots, *completed);
   std::vector<UnprovenBlock> unproven;
   const SlotTable::LoadFrame frame{origin_lines, *completed, clean_shutdown};
   Status s = dev.metadata->ForEachLine([&](uint64_t slot, const LineRecord& r) -> Status {
@@ -45,6 +46,34 @@ Status Engine::Impl::LoadLines(bool clean_shutdown, std::vector<uint32_t>* chang
     }
   }
   return slots.FinishLoad(*changed_slots, *completed);
+}
+
+// Whose a snapshot is and how it is laid out: a snapshot of another
+// cache, format or geometry is not taken.
+std::string Engine::Impl::SnapshotTag() const {
+  return "cachectl slot table 1, format " + std::to_string(kFormatVersion) + ", cache " +
+         UuidToString(identity.uuid) + ", " + std::to_string(capacity) + " lines of " +
+         std::to_string(slots.blocks_per_line()) + " blocks";
+}
+
+// At a clean shutdown, the last thing before the superblock says so.
+Status Engine::Impl::WriteSnapshot() {
+  std::vector<std::span<uint8_t>> parts = slots.SnapshotParts();
+  const std::vector<std::span<const uint8_t>> written(parts.begin(), parts.end());
+  return dev.metadata->WriteSnapshot(SnapshotTag(), written);
+}
+
+// After a clean shutdown: the tables as the shutdown left them, when the
+// snapshot is this cache's and the store has not changed since. Used once:
+// the start writes to the store from here on.
+bool Engine::Impl::LoadSnapshot(uint64_t origin_lines) {
+  const std::vector<std::span<uint8_t>> parts = slots.SnapshotParts();
+  Status s = dev.metadata->ReadSnapshot(SnapshotTag(), parts);
+  if (s.ok()) s = slots.AdoptSnapshot(origin_lines);
+  else slots.ForgetSnapshot();
+  (void)dev.metadata->DropSnapshot();  // left behind, the store's next write outdates it all the same
+  started_from_snapshot = s.ok();
+  return s.ok();
 }
 
 // Every record in this build's format (and the deletes of the slots the

@@ -5,8 +5,10 @@
 // guards them. Not a public header.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <vector>
 
 namespace cachecore {
@@ -33,6 +35,13 @@ class PackedLines {
     high_[slot] = static_cast<uint8_t>(v >> 32);
   }
   size_t MemoryBytes() const { return low_.capacity() * 4 + high_.capacity(); }
+  // The arrays as bytes, for a snapshot to be written from or read into.
+  std::span<uint8_t> LowBytes() { return {reinterpret_cast<uint8_t*>(low_.data()), low_.size() * 4}; }
+  std::span<uint8_t> HighBytes() { return {high_.data(), high_.size()}; }
+  void Clear() {
+    std::fill(low_.begin(), low_.end(), UINT32_MAX);
+    std::fill(high_.begin(), high_.end(), uint8_t{0xff});
+  }
 
  private:
   std::vector<uint32_t> low_;

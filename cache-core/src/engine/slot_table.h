@@ -323,6 +323,17 @@ class SlotTable {
   // kCorruption when two records name one origin line.
   Status FinishLoad(std::vector<uint32_t>& changed_slots, uint64_t completed) EXCLUDES(mu_);
 
+  // ---- the snapshot of a clean shutdown (nothing else runs: a shutdown or
+  // a start). The arrays it holds, in its order: lines (two parts),
+  // checksums, flags, and the flushes begun.
+  std::vector<std::span<uint8_t>> SnapshotParts();
+  // After a snapshot was read into SnapshotParts(): takes it in as a load
+  // of a clean shutdown's records would (every block stable); FinishLoad
+  // follows. kCorruption, with the table as before the read, when it does
+  // not fit the geometry; ForgetSnapshot() too after a read that failed.
+  Status AdoptSnapshot(uint64_t origin_lines) EXCLUDES(mu_);
+  void ForgetSnapshot();
+
   // The heap bytes the table holds, per part (docs/design.md, "RAM per
   // line"): what a line of the cache costs in RAM.
   struct Memory {
@@ -394,6 +405,7 @@ class SlotTable {
 
   std::atomic<uint64_t> flushes_started_{1};
   uint64_t loaded_epochs_ = 0;  // past every adopted record's epoch (a warm start)
+  uint64_t snapshot_started_ = 0;  // flushes_started_, in a snapshot
   std::atomic<uint64_t> flushes_completed_{1};
   // Write-back writes in flight, by the parity of their epoch: flushes begin
   // one at a time, so only the current epoch and the one before it can have

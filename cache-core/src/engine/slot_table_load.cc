@@ -57,6 +57,48 @@ Status SlotTable::AdoptRecord(uint64_t slot, const LineRecord& r, const LoadFram
   return Status::Ok();
 }
 
+std::vector<std::span<uint8_t>> SlotTable::SnapshotParts() {
+  snapshot_started_ = flushes_started_.load();
+  return {lines_.LowBytes(), lines_.HighBytes(),
+          {reinterpret_cast<uint8_t*>(block_crc_.data()), block_crc_.size() * 4},
+          {block_flags_.data(), block_flags_.size()},
+          {reinterpret_cast<uint8_t*>(&snapshot_started_), sizeof snapshot_started_}};
+}
+
+// What a clean shutdown's records would have made of the same table: every
+// block stable (its epoch 0 since construction), flags only valid and dirty.
+Status SlotTable::AdoptSnapshot(uint64_t origin_lines) {
+  for (uint32_t s = 0; s < capacity_; ++s) {
+    const uint64_t line = lines_.Get(s);
+    for (uint32_t b = 0; b < blocks_per_line_; ++b) {
+      uint8_t& f = block_flags_[Index(s, b)];
+      f &= kValid | kDirty;
+      if ((f & kDirty) && !(f & kValid)) f = 0;
+      if (f != 0 && line == kNoLine) {
+        ForgetSnapshot();
+        return Status::Corruption("the snapshot has a block in a slot with no line");
+      }
+    }
+    if (line != kNoLine && line >= origin_lines) {
+      ForgetSnapshot();
+      return Status::Corruption("the snapshot has a line past the origin's end");
+    }
+  }
+  MutexLock lock(mu_);
+  for (uint32_t s = 0; s < capacity_; ++s) {
+    if (lines_.Get(s) != kNoLine) free_.Remove(s);
+  }
+  loaded_epochs_ = snapshot_started_ + 1;
+  return Status::Ok();
+}
+
+void SlotTable::ForgetSnapshot() {
+  lines_.Clear();
+  std::fill(block_crc_.begin(), block_crc_.end(), 0u);
+  std::fill(block_flags_.begin(), block_flags_.end(), uint8_t{0});
+  snapshot_started_ = 0;
+}
+
 void SlotTable::RecoverBlock(const UnprovenBlock& u, bool clean_shutdown,
                              std::optional<uint32_t> found_crc) {
   size_t i = Index(u.slot, u.block);
@@ -104,7 +146,6 @@ Status SlotTable::FinishLoad(std::vector<uint32_t>& changed_slots, uint64_t comp
     return Status::Corruption("origin line " + std::to_string(lines_.Get(twice)) +
                               " is recorded in two slots");
   }
-  std::vector<uint64_t> dirty;
   for (uint32_t slot : kept) {
     const uint64_t line = lines_.Get(slot);
     if (!pins_.Contains(line)) policy_->OnInsert(slot, line);
@@ -113,12 +154,14 @@ Status SlotTable::FinishLoad(std::vector<uint32_t>& changed_slots, uint64_t comp
       LiveStats::Bump(stats_.dirty_lines);
       SetSlotDirtyLocked(slot, true);
       dirty_map_.LineDirty(line);
-      dirty.push_back(line);
     }
   }
-  // In origin order, each goes at the end of its chunk's array (no move).
-  if (!std::is_sorted(dirty.begin(), dirty.end())) std::sort(dirty.begin(), dirty.end());
-  for (uint64_t line : dirty) dirty_lines_.Insert(line);
+  dirty_lines_.Load([&](const DirtyLineSet::LineVisitor& visit) {
+    mu_.AssertHeld();  // called back here, under mu_
+    for (uint32_t slot : kept) {
+      if (SlotDirtyLocked(slot)) visit(lines_.Get(slot));
+    }
+  });
   return Status::Ok();
 }
 

@@ -173,6 +173,9 @@ class Engine {
   void ResetStats();
   uint32_t line_size() const;
   uint64_t capacity_lines() const;
+  // Whether this start copied the slot table from the snapshot its last
+  // (clean) shutdown wrote, rather than decoding every record.
+  bool started_from_snapshot() const;
   // Bytes of the cache device's data area that hold no line (over-provisioning).
   uint64_t overprovisioned_bytes() const;
   const CacheIdentity& identity() const;

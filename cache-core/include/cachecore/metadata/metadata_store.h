@@ -21,6 +21,7 @@
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -121,6 +122,21 @@ class MetadataStore {
   // The sequence number of the latest write: after Sync() every write up to
   // it is durable, and a reopened store recovers at least that far.
   uint64_t LatestSequence() const;
+
+  // A snapshot: a file beside the store, written at a clean shutdown so that
+  // the next start copies tables instead of decoding every record. `tag`
+  // says whose it is (the caller's identity and layout); `parts` follow it
+  // in order, under one CRC32C. It is valid only while the store has taken
+  // no write since (its latest sequence number is kept with it). Replaces
+  // the previous one durably, or leaves it (a failure costs start time).
+  Status WriteSnapshot(const std::string& tag, std::span<const std::span<const uint8_t>> parts);
+  // Reads the snapshot into `parts` (their sizes must be the written
+  // ones). kNotFound: none; kMismatch: another tag, other sizes, or the
+  // store has changed since; kCorruption: it fails its checksum. On any
+  // error `parts` may hold part of it.
+  Status ReadSnapshot(const std::string& tag, std::span<const std::span<uint8_t>> parts);
+  // Removes it (a start that used it: the store changes from here on).
+  Status DropSnapshot();
   // Visits every line record in slot order; stops at the first non-OK return.
   Status ForEachLine(const std::function<Status(uint64_t slot, const LineRecord&)>& visit);
   // Removes every line record (a cold start over a fresh store).

@@ -462,7 +462,11 @@ Status Engine::Shutdown() {
   impl_->DrainWorkers();  // asynchronous requests taken complete first, and are synced below
   impl_->StopMover();
   impl_->StopCleaner();
-  Status s = impl_->SyncAll();
+  // Records no start settles (announcements, trims') are put again as RAM
+  // has them, for the sync below to settle: a start from the snapshot then
+  // finds the records it would have rewritten already rewritten.
+  Status s = impl_->PutUnsettledRecords();
+  if (s.ok()) s = impl_->SyncAll();
   // Refuse new I/O from here on; a failed sync leaves the flag unclean, so
   // the next start proves what it finds.
   impl_->shut_down.store(true);

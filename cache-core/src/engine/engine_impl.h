@@ -477,6 +477,7 @@ struct Engine::Impl {
   // shutdown, taken by the next start when it fits (false: the records).
   std::string SnapshotTag() const;
   Status WriteSnapshot();
+  Status PutUnsettledRecords();
   bool LoadSnapshot(uint64_t origin_lines);
   bool started_from_snapshot = false;
   Status RewriteRecords(const std::vector<uint32_t>& changed);

@@ -14,7 +14,12 @@ Status Engine::Impl::LoadLines(bool clean_shutdown, std::vector<uint32_t>* chang
   const uint64_t origin_lines = OriginLines();
   Result<uint64_t> completed = dev.metadata->GetCompletedFlush();
   if (!completed.ok()) return completed.status();
-  if (clean_shutdown && LoadSnapshot(origin_lines)) return slots.FinishLoad(*changed_slots, *completed);
+  const bool from_snapshot = clean_shutdown && LoadSnapshot(origin_lines);
+  // Used once, or left by a shutdown this start does not follow: gone
+  // before the start writes anything (the store's next write would outdate
+  // it all the same).
+  (void)dev.metadata->DropSnapshot();
+  if (from_snapshot) return slots.FinishLoad(*changed_slots, *completed);
   std::vector<UnprovenBlock> unproven;
   const SlotTable::LoadFrame frame{origin_lines, *completed, clean_shutdown};
   Status s = dev.metadata->ForEachLine([&](uint64_t slot, const LineRecord& r) -> Status {
@@ -56,6 +61,13 @@ std::string Engine::Impl::SnapshotTag() const {
          std::to_string(slots.blocks_per_line()) + " blocks";
 }
 
+// At a clean shutdown, before its sync (nothing else runs).
+Status Engine::Impl::PutUnsettledRecords() {
+  MetadataStore::Batch batch;
+  for (uint32_t slot : slots.SlotsWithUnsettledRecords()) batch.PutLine(slot, slots.BuildRecord(slot, true));
+  return batch.empty() ? Status::Ok() : ApplyRecords(batch, false);
+}
+
 // At a clean shutdown, the last thing before the superblock says so.
 Status Engine::Impl::WriteSnapshot() {
   std::vector<std::span<uint8_t>> parts = slots.SnapshotParts();
@@ -64,14 +76,12 @@ Status Engine::Impl::WriteSnapshot() {
 }
 
 // After a clean shutdown: the tables as the shutdown left them, when the
-// snapshot is this cache's and the store has not changed since. Used once:
-// the start writes to the store from here on.
+// snapshot is this cache's and the store has not changed since.
 bool Engine::Impl::LoadSnapshot(uint64_t origin_lines) {
   const std::vector<std::span<uint8_t>> parts = slots.SnapshotParts();
   Status s = dev.metadata->ReadSnapshot(SnapshotTag(), parts);
   if (s.ok()) s = slots.AdoptSnapshot(origin_lines);
   else slots.ForgetSnapshot();
-  (void)dev.metadata->DropSnapshot();  // left behind, the store's next write outdates it all the same
   started_from_snapshot = s.ok();
   return s.ok();
 }

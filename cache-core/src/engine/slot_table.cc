@@ -3,6 +3,7 @@
 #include "engine/slot_table.h"
 
 #include <algorithm>
+#include <bit>
 
 #include "cachecore/engine/steps.h"
 
@@ -37,6 +38,7 @@ SlotTable::SlotTable(uint32_t capacity, uint32_t blocks_per_line, const CacheIde
       index_(capacity, lines_),
       free_(capacity),
       dirty_slots_((size_t{capacity} + 63) / 64, 0),
+      unsettled_records_((size_t{capacity} + 63) / 64),
       policy_(NewS3FifoPolicy(capacity, promote_after_hits,
                               [this](uint32_t slot) { return lines_.Get(slot); })),
       dirty_map_(identity) {}
@@ -212,7 +214,10 @@ bool SlotTable::MarkOverwrite(uint32_t slot, uint32_t b0, uint32_t b1, bool orig
   return announce;
 }
 
-LineRecord SlotTable::BuildRecord(uint32_t slot, bool settles) const {
+LineRecord SlotTable::BuildRecord(uint32_t slot, bool settles) {
+  const uint64_t bit = uint64_t{1} << (slot % 64);
+  if (settles) unsettled_records_[slot / 64].fetch_and(~bit, std::memory_order_relaxed);
+  else unsettled_records_[slot / 64].fetch_or(bit, std::memory_order_relaxed);
   LineRecord r;
   r.origin_line = lines_.Get(slot);
   r.epoch = settles ? flushes_started_.load() : kNoEpoch;  // every block's epoch is at most this
@@ -233,6 +238,17 @@ LineRecord SlotTable::BuildRecord(uint32_t slot, bool settles) const {
 }
 
 // ---- allocation and eviction
+
+std::vector<uint32_t> SlotTable::SlotsWithUnsettledRecords() {
+  std::vector<uint32_t> out;
+  for (size_t w = 0; w < unsettled_records_.size(); ++w) {
+    for (uint64_t bits = unsettled_records_[w].load(); bits != 0; bits &= bits - 1) {
+      const auto slot = static_cast<uint32_t>(w * 64 + std::countr_zero(bits));
+      if (lines_.Get(slot) != kNoLine && ValidBlocks(slot) > 0) out.push_back(slot);
+    }
+  }
+  return out;
+}
 
 void SlotTable::EvictLocked(uint32_t slot) {
   index_.Erase(lines_.Get(slot));
@@ -596,7 +612,7 @@ SlotTable::Memory SlotTable::MemoryBytes() {
   Memory m;
   m.per_slot = lines_.MemoryBytes() + (slot_valid_blocks_.capacity() + slot_dirty_blocks_.capacity()) * 2 +
                block_crc_.capacity() * 4 + epochs_.MemoryBytes() + block_flags_.capacity() +
-               free_.MemoryBytes() + dirty_slots_.capacity() * 8;
+               free_.MemoryBytes() + (dirty_slots_.capacity() + unsettled_records_.size()) * 8;
   m.index = index_.MemoryBytes();
   m.policy = policy_->MemoryBytes();
   m.dirty_lines = dirty_lines_.MemoryBytes();

@@ -199,7 +199,13 @@ class SlotTable {
   // stable once a flush that began after it has completed. Without, for an
   // announcement built ahead of the write it announces: proven at a start
   // until a later record replaces it (docs/design.md, "Warm start").
-  LineRecord BuildRecord(uint32_t slot, bool settles) const;
+  // Remembers which slots' last record was built without `settles`.
+  LineRecord BuildRecord(uint32_t slot, bool settles);
+  // The slots whose last record was built without `settles` and which
+  // still hold data (a clean shutdown puts them again, to be settled:
+  // otherwise a start from the snapshot would leave records that a start
+  // from the records rewrites). Nothing may run meanwhile.
+  std::vector<uint32_t> SlotsWithUnsettledRecords();
 
   // ---- allocation and eviction
   // A slot for `line` (REQUIRES: its stripe): a free one, or the slot of a
@@ -419,6 +425,10 @@ class SlotTable {
   LineIndex index_ GUARDED_BY(mu_);
   FreeSlotBitmap free_ GUARDED_BY(mu_);
   std::vector<uint64_t> dirty_slots_ GUARDED_BY(mu_);  // a bit a slot
+  // A bit a slot: its last record was built without `settles`. Set and
+  // cleared under the slot's stripe, by threads holding other stripes
+  // whose slots share the word: atomic.
+  std::vector<std::atomic<uint64_t>> unsettled_records_;
   std::unique_ptr<EvictionPolicy> policy_ PT_GUARDED_BY(mu_);
   DirtyLineSet dirty_lines_ GUARDED_BY(mu_);
   DirtyMap dirty_map_ GUARDED_BY(mu_);

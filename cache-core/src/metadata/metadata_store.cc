@@ -7,6 +7,7 @@
 #include <rocksdb/write_batch.h>
 
 #include <algorithm>
+#include <bit>
 #include <cstdarg>
 #include <cstdio>
 #include <cstring>
@@ -263,11 +264,20 @@ MetadataStore::Memory MetadataStore::MemoryUsage() const {
     uint64_t value = 0;
     return db_->GetIntProperty(name, &value) ? value : 0;
   };
-  m.memtables = property("rocksdb.cur-size-all-mem-tables");
+  // The vector memtable's arrays of entry pointers are not in its arena,
+  // which is all RocksDB counts: 8 bytes an entry, in a vector grown by
+  // doubling (each immutable memtable's own; counted here as one).
+  const auto pointers = [](uint64_t entries) { return entries == 0 ? 0 : std::bit_ceil(entries) * 8; };
+  m.memtables = property("rocksdb.cur-size-all-mem-tables") +
+                pointers(property("rocksdb.num-entries-active-mem-table")) +
+                pointers(property("rocksdb.num-entries-imm-mem-tables"));
   m.block_cache = property("rocksdb.block-cache-usage");
   m.block_cache_cap = property("rocksdb.block-cache-capacity");
   const rocksdb::Options o = db_->GetOptions();
-  m.memtables_cap = uint64_t{o.write_buffer_size} * static_cast<uint64_t>(o.max_write_buffer_number);
+  // An entry takes at least 48 bytes of arena (a line record's key, value
+  // and RocksDB's own header): the most a memtable can hold.
+  m.memtables_cap = (uint64_t{o.write_buffer_size} + pointers(o.write_buffer_size / 48)) *
+                    static_cast<uint64_t>(o.max_write_buffer_number);
   return m;
 }
 

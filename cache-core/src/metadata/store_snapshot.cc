@@ -136,7 +136,10 @@ Status MetadataStore::DropSnapshot() {
   rocksdb::Env& env = *db_->GetEnv();
   const std::string path = SnapshotPath(*db_);
   if (!env.FileExists(path).ok()) return Status::Ok();
-  return FromEnv(env.DeleteFile(path), "removing the snapshot");
+  CACHECORE_RETURN_IF_ERROR(FromEnv(env.DeleteFile(path), "removing the snapshot"));
+  std::unique_ptr<rocksdb::Directory> dir;
+  CACHECORE_RETURN_IF_ERROR(FromEnv(env.NewDirectory(db_->GetName(), &dir), "opening the store's directory"));
+  return FromEnv(dir->Fsync(), "syncing the store's directory");
 }
 
 }  // namespace cachecore

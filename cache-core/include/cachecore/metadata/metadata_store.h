@@ -143,7 +143,8 @@ class MetadataStore {
   Status DeleteAllLines();
 
   // RocksDB's own memory, apart from the engine's tables: its memtables
-  // (unflushed writes) and block cache, each with the cap that bounds it.
+  // (unflushed writes: arena and, estimated, the vector memtable's entry
+  // pointers) and block cache, each with the cap that bounds it.
   struct Memory {
     uint64_t memtables = 0, memtables_cap = 0;
     uint64_t block_cache = 0, block_cache_cap = 0;

@@ -102,6 +102,7 @@ Status Open(Daemon& d) {
   d.cache = std::move(cache.value());
   MetadataOptions mo;
   mo.create_if_missing = d.spec.create;
+  mo.defer_compactions = !d.spec.create;  // Engine::Open allows them once it has read the records
   auto store = MetadataStore::Open(d.spec.dirs.Metadata(d.spec.name), mo);
   if (!store.ok()) return store.status();
   d.store = std::move(store.value());

@@ -93,6 +93,19 @@ TEST_P(SnapshotStartTest, ACleanShutdownLeavesNoRecordUnsettled) {
   EXPECT_TRUE(rig_.engine().CheckRecordsAgreeForTest().ok());
 }
 
+// The daemon opens the store with compactions held back, for the start's
+// scan of the records; the start lets them run once it has read them
+// (left off, level 0 would fill until RocksDB stopped every write).
+TEST_P(SnapshotStartTest, AStartLetsTheStoreCompactAgain) {
+  ShutDown();
+  rig_.CloseStore();
+  ASSERT_TRUE(rig_.OpenStore(/*defer_compactions=*/true).ok());
+  EXPECT_TRUE(rig_.store().CompactionsDeferred());
+  ASSERT_TRUE(rig_.Open(config_).ok());
+  EXPECT_FALSE(rig_.store().CompactionsDeferred());
+  ExpectData();
+}
+
 TEST_P(SnapshotStartTest, AStoreWrittenAfterTheSnapshotIsReadFromTheRecords) {
   ShutDown();
   ASSERT_TRUE(rig_.store().PutConfig("note", "written after the shutdown", true).ok());

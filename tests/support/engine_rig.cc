@@ -38,9 +38,10 @@ EngineRig::~EngineRig() {
   store_.reset();
 }
 
-Status EngineRig::OpenStore() {
+Status EngineRig::OpenStore(bool defer_compactions) {
   MetadataOptions mo;
   mo.create_if_missing = true;
+  mo.defer_compactions = defer_compactions;
   mo.env = storage_.env.get();
   Result<std::unique_ptr<MetadataStore>> store = MetadataStore::Open(meta_path_, mo);
   if (!store.ok()) return store.status();

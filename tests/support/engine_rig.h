@@ -56,7 +56,7 @@ class EngineRig {
   // Drops the engine without a clean shutdown and the store, as a crash
   // does, but with every write that reached the devices kept.
   void CloseStore();
-  Status OpenStore();
+  Status OpenStore(bool defer_compactions = false);  // as the daemon opens it to start
 
   Engine& engine() { return *engine_; }
   bool has_engine() const { return engine_ != nullptr; }

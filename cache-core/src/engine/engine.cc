@@ -298,6 +298,7 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineDevices& d, const Engin
   impl->LoadPlacement();  // before the lines: pinned ones stay out of the policy
   std::vector<uint32_t> changed;
   CACHECORE_RETURN_IF_ERROR(impl->LoadLines(sb->clean_shutdown, &changed));
+  CACHECORE_RETURN_IF_ERROR(d.metadata->AllowCompactions());
   // Everything checked: from here on the engine writes.
   CACHECORE_RETURN_IF_ERROR(impl->WriteSuperblock(false));
   CACHECORE_RETURN_IF_ERROR(impl->PersistDirtyMap(Impl::MapWrite::kAll));  // what the records say, exactly

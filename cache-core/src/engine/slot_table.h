@@ -24,6 +24,7 @@
 // syncs first (AnyRecentlyEvicted): the old record may still say clean.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <condition_variable>
@@ -315,10 +316,18 @@ class SlotTable {
     bool clean_shutdown;
   };
   // Takes in the record of `slot`; blocks whose record is not stable are
-  // appended to `unproven`. A record built before the flush
+  // appended to the part's `unproven`. A record built before the flush
   // `frame.completed` has its dirty fresh blocks taken as stable.
+  // What one thread's share of a load gathers: AdoptRecord runs on several
+  // threads at once, for disjoint slots (it touches only their own state).
+  struct LoadPart {
+    std::vector<UnprovenBlock> unproven;
+    uint64_t epochs = 0;  // past every adopted record's epoch
+  };
   Status AdoptRecord(uint64_t slot, const LineRecord& record, const LoadFrame& frame,
-                     std::vector<UnprovenBlock>& unproven) EXCLUDES(mu_);
+                     LoadPart& part);
+  // Takes in a part's epochs once its thread is done.
+  void AddLoadedEpochs(const LoadPart& part) { loaded_epochs_ = std::max(loaded_epochs_, part.epochs); }
   // Sets the state of a block whose record is not stable from the checksum
   // of what the cache holds (nothing: it cannot be read).
   void RecoverBlock(const UnprovenBlock& block, bool clean_shutdown,

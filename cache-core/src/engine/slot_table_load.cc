@@ -26,23 +26,19 @@ BlockClass Settled(BlockClass c, bool clean_shutdown) {
 }  // namespace
 
 Status SlotTable::AdoptRecord(uint64_t slot, const LineRecord& r, const LoadFrame& frame,
-                              std::vector<UnprovenBlock>& unproven) {
+                              LoadPart& part) {
   const uint64_t origin_lines = frame.origin_lines;
   if (slot >= capacity_ || r.classes.size() != blocks_per_line_ || r.origin_line >= origin_lines) {
     return Status::Corruption("the record of slot " + std::to_string(slot) +
                               " does not fit this cache's geometry");
   }
   const auto s = static_cast<uint32_t>(slot);
-  {
-    MutexLock lock(mu_);
-    if (lines_.Get(s) != kNoLine) {
-      return Status::Corruption("slot " + std::to_string(slot) + " has two records");
-    }
-    lines_.Set(s, r.origin_line);  // indexed by FinishLoad, all at once
-    free_.Remove(s);
+  if (lines_.Get(s) != kNoLine) {
+    return Status::Corruption("slot " + std::to_string(slot) + " has two records");
   }
+  lines_.Set(s, r.origin_line);  // indexed and taken from the free slots by FinishLoad
   const bool stable = r.epoch != kNoEpoch && r.epoch < frame.completed;
-  if (r.epoch != kNoEpoch) loaded_epochs_ = std::max(loaded_epochs_, r.epoch + 1);
+  if (r.epoch != kNoEpoch) part.epochs = std::max(part.epochs, r.epoch + 1);
   for (uint32_t b = 0; b < blocks_per_line_; ++b) {
     size_t i = Index(s, b);
     block_crc_[i] = r.crcs[b];
@@ -51,7 +47,7 @@ Status SlotTable::AdoptRecord(uint64_t slot, const LineRecord& r, const LoadFram
       case BlockClass::kInvalid: break;
       case BlockClass::kClean: block_flags_[i] = kValid; break;
       case BlockClass::kDirty: block_flags_[i] = kValid | kDirty; break;
-      default: unproven.push_back({s, b, r.classes[b]}); break;
+      default: part.unproven.push_back({s, b, r.classes[b]}); break;
     }
   }
   return Status::Ok();
@@ -83,10 +79,6 @@ Status SlotTable::AdoptSnapshot(uint64_t origin_lines) {
       ForgetSnapshot();
       return Status::Corruption("the snapshot has a line past the origin's end");
     }
-  }
-  MutexLock lock(mu_);
-  for (uint32_t s = 0; s < capacity_; ++s) {
-    if (lines_.Get(s) != kNoLine) free_.Remove(s);
   }
   loaded_epochs_ = snapshot_started_ + 1;
   return Status::Ok();
@@ -129,6 +121,7 @@ Status SlotTable::FinishLoad(std::vector<uint32_t>& changed_slots, uint64_t comp
   std::vector<uint32_t> kept;
   for (uint32_t slot = 0; slot < capacity_; ++slot) {
     if (lines_.Get(slot) == kNoLine) continue;
+    free_.Remove(slot);
     for (uint32_t b = 0; blocks_per_line_ > 1 && b < blocks_per_line_; ++b) {
       uint8_t f = Flags(slot, b);
       AddValidBlocks(slot, (f & kValid) ? 1 : 0);

@@ -78,6 +78,10 @@ struct MetadataOptions {
   bool create_if_missing = false;
   bool read_only = false;       // open without writing anything (cachectl check)
   rocksdb::Env* env = nullptr;  // nullptr: the default Env (tests inject faults here)
+  // No compaction until AllowCompactions(): a warm start's scan of the
+  // records then has both cores, and reads tables that do not change under
+  // it (Engine::Open allows them once the records are read).
+  bool defer_compactions = false;
 };
 
 class MetadataStore {
@@ -116,6 +120,10 @@ class MetadataStore {
   Status PutCompletedFlush(uint64_t epoch);
   // The last completed flush recorded; 0 when none (or format 1).
   Result<uint64_t> GetCompletedFlush();
+  // Lets compactions run (a store opened with defer_compactions); nothing
+  // otherwise. Until then the log's tables pile up in level 0.
+  Status AllowCompactions();
+  bool CompactionsDeferred() const;
   // Writes the memtables out (a clean shutdown: the next open reads tables
   // instead of replaying the log).
   Status FlushMemtables();
@@ -138,7 +146,11 @@ class MetadataStore {
   // Removes it (a start that used it: the store changes from here on).
   Status DropSnapshot();
   // Visits every line record in slot order; stops at the first non-OK return.
-  Status ForEachLine(const std::function<Status(uint64_t slot, const LineRecord&)>& visit);
+  using LineVisitor = std::function<Status(uint64_t slot, const LineRecord&)>;
+  Status ForEachLine(const LineVisitor& visit);
+  // The same for the records of slots in [first, end); safe to run on
+  // several threads at once.
+  Status ForEachLineIn(uint64_t first, uint64_t end, const LineVisitor& visit);
   // Removes every line record (a cold start over a fresh store).
   Status DeleteAllLines();
 

@@ -42,7 +42,8 @@ meta = r["metadata"][0]
 if (meta["lines"] != 20000 or meta["dirty_lines"] != 20000 or meta["churn_evictions"] < 20000
         or meta["rss_bytes_per_line"] <= 0 or not meta["open_seconds"] > 0 or not meta["open_seconds_after_crash"] > 0
         or not 0 < meta["store_open_seconds"] <= meta["open_seconds"]
-        or meta["rocksdb_memtable_cap_bytes"] <= 0 or "writeback_4k_iops" not in meta):
+        or meta["rocksdb_memtable_cap_bytes"] <= 0 or "writeback_4k_iops" not in meta
+        or meta["clean_start_from_snapshot"] is not True or not meta["snapshot_bytes_per_line"] > 0):
     fail(f"metadata section: {meta}")
 if not r["policy"] or not 0 < r["policy"][0]["cachectl"] < 1:
     fail(f"policy section: {r['policy']}")

@@ -305,6 +305,8 @@ class Bench:
             row.update({"open_seconds_after_crash": after_crash["open_seconds"],
                         "store_open_seconds_after_crash": after_crash["store_open_seconds"],
                         "open_seconds": after_clean["open_seconds"],
+                        "clean_start_from_snapshot": after_clean["from_snapshot"],
+                        "snapshot_bytes_per_line": after_clean["snapshot_bytes_per_line"],
                         "store_open_seconds": after_clean["store_open_seconds"],
                         "rss_bytes_per_line_after_restart": after_clean["rss_bytes_per_line"],
                         "store_bytes_on_disk_per_line": after_clean["store_bytes_on_disk_per_line"]})

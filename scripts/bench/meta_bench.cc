@@ -275,7 +275,7 @@ int Open(const std::string& dir) {
   double open_s = Seconds(start);
   const uint64_t lines = (*opened)->stats().occupancy_lines;
   std::printf("{\"lines\": %lu, \"dirty_lines\": %lu, \"after_clean_shutdown\": %s, "
-              "\"open_seconds\": %.2f, \"store_open_seconds\": %.2f, "
+              "\"open_seconds\": %.3f, \"store_open_seconds\": %.3f, "
               "\"from_snapshot\": %s, \"rss_bytes_per_line\": %.1f, "
               "\"store_bytes_on_disk_per_line\": %.1f, \"snapshot_bytes_per_line\": %.1f",
               lines, (*opened)->stats().dirty_lines, sb->clean_shutdown ? "true" : "false", open_s,

@@ -14,12 +14,14 @@
 //       5. unless --no-flush, flushes every dirty line (its time reported)
 //          and makes M random 4 KiB writes in write-through,
 //     then shuts down cleanly, or with --crash ends the process without a
-//     shutdown right after step 3's sync (every line dirty). Prints JSON:
+//     shutdown after step 3's measurement, its lines written again and
+//     synced (every line dirty, the store's log full). Prints JSON:
 //     resident memory per line after steps 1 and 3 (from before the files
 //     and store are opened, after a 64-line cache was made, used and
 //     removed so that the libraries' code pages and the allocator's arenas
-//     are not counted as the lines'; freed heap returned first; RocksDB's
-//     memtables and block cache taken out: they are reported apart with
+//     are not counted as the lines'; with RocksDB's memtables written out
+//     and freed heap returned first; its block cache taken out: the
+//     memtables as they were and the block cache are reported apart with
 //     their caps),
 //     the empty cache's share, RocksDB bytes written per client write
 //     (bytes the process passed to write(2): RocksDB's log, tables and
@@ -77,8 +79,8 @@ uint64_t StoreBytes(MetadataStore& store) {
   return m.memtables + m.block_cache;
 }
 
-void PrintStoreMemory(MetadataStore& store) {
-  const MetadataStore::Memory m = store.MemoryUsage();
+// As the run left them, before a measurement writes the memtables out.
+void PrintStoreMemory(const MetadataStore::Memory& m) {
   std::printf(", \"rocksdb_memtable_bytes\": %lu, \"rocksdb_memtable_cap_bytes\": %lu, "
               "\"rocksdb_block_cache_bytes\": %lu, \"rocksdb_block_cache_cap_bytes\": %lu",
               m.memtables, m.memtables_cap, m.block_cache, m.block_cache_cap);
@@ -153,9 +155,13 @@ void Sweep(Engine& e, bool write, uint64_t first, uint64_t end, uint8_t* chunk) 
 double PerLine(uint64_t bytes, uint64_t lines) { return double(bytes) / std::max<uint64_t>(lines, 1); }
 
 // Resident growth since `start`, RocksDB's own memory taken out (signed:
-// small caches can come out below zero by the heap's noise), once RocksDB
-// has no flush or compaction running (their buffers come and go).
+// small caches can come out below zero by the heap's noise). The
+// memtables are written out first (their arenas freed, and the vector
+// memtable's entry pointers, which RocksDB does not count), once RocksDB
+// has no flush or compaction running (their buffers come and go): what
+// RocksDB still holds then is its block cache, under its cap.
 int64_t EngineBytes(uint64_t start, MetadataStore& store) {
+  if (Status s = store.FlushMemtables(); !s.ok()) Die("writing the memtables out", s);
   for (int i = 0; i < 60000 && store.BackgroundWorkRunning(); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -216,6 +222,7 @@ int Fill(const std::string& dir, uint64_t lines, uint64_t overwrites, bool flush
   Sweep(e, true, 2 * lines, 3 * lines, chunk.data());  // 3: dirty
   if (Status s = e.Sync(); !s.ok()) Die("sync", s);
   const uint64_t dirty_written = WrittenBytes() - written_before;
+  const MetadataStore::Memory store_memory = o.store->MemoryUsage();
   const int64_t rss_dirty = EngineBytes(rss_start, *o.store);
   std::printf("{\"lines\": %lu, \"fill_seconds\": %.2f, \"rss_bytes_per_line_empty\": %.1f, "
               "\"rss_bytes_per_line_clean\": %.1f, \"rss_bytes_per_line\": %.1f, "
@@ -223,10 +230,14 @@ int Fill(const std::string& dir, uint64_t lines, uint64_t overwrites, bool flush
               lines, fill_s, PerLine(rss_empty, lines), PerLine(rss_clean, lines),
               PerLine(rss_dirty, lines), evictions, e.stats().dirty_lines,
               PerLine(dirty_written, lines));
-  PrintStoreMemory(*o.store);
+  PrintStoreMemory(store_memory);
   if (crash) {
     std::printf("}\n");
     std::fflush(stdout);
+    // Written again, so that the store's log holds what a running cache's
+    // does (the measurement wrote the memtables out), then synced.
+    Sweep(e, true, 2 * lines, 3 * lines, chunk.data());
+    if (Status s = e.Sync(); !s.ok()) Die("sync", s);
     std::_Exit(0);  // the power fails with every line dirty
   }
   auto [wb_iops, wb_bytes] = RandomWrites(e, 2 * lines, lines, overwrites, chunk.data());
@@ -274,15 +285,17 @@ int Open(const std::string& dir) {
   if (!opened.ok()) Die("open", opened.status());
   double open_s = Seconds(start);
   const uint64_t lines = (*opened)->stats().occupancy_lines;
+  const MetadataStore::Memory store_memory = o.store->MemoryUsage();
+  const int64_t rss = EngineBytes(rss_before, *o.store);
   std::printf("{\"lines\": %lu, \"dirty_lines\": %lu, \"after_clean_shutdown\": %s, "
               "\"open_seconds\": %.3f, \"store_open_seconds\": %.3f, "
               "\"from_snapshot\": %s, \"rss_bytes_per_line\": %.1f, "
               "\"store_bytes_on_disk_per_line\": %.1f, \"snapshot_bytes_per_line\": %.1f",
               lines, (*opened)->stats().dirty_lines, sb->clean_shutdown ? "true" : "false", open_s,
               store_open_s, (*opened)->started_from_snapshot() ? "true" : "false",
-              PerLine(EngineBytes(rss_before, *o.store), lines), PerLine(store_bytes, lines),
+              PerLine(rss, lines), PerLine(store_bytes, lines),
               PerLine(snapshot_bytes, lines));
-  PrintStoreMemory(*o.store);
+  PrintStoreMemory(store_memory);
   std::printf("}\n");
   return (*opened)->Shutdown().ok() ? 0 : 1;
 }

@@ -93,6 +93,21 @@ TEST_P(SnapshotStartTest, ACleanShutdownLeavesNoRecordUnsettled) {
   EXPECT_TRUE(rig_.engine().CheckRecordsAgreeForTest().ok());
 }
 
+// A store that fails at the shutdown's put of those records (a full disk)
+// makes the shutdown not clean, and its sync still flushes the devices: a
+// write-through write acknowledged without FUA is on the origin for good.
+TEST_P(SnapshotStartTest, AFailedPutAtShutdownStillFlushesTheOrigin) {
+  const uint64_t line = config_.line_size;
+  ASSERT_TRUE(rig_.engine().SetMode(CacheMode::kWriteThrough).ok());
+  ASSERT_TRUE(rig_.engine().Discard(20 * line, 4096).ok());  // a record to put again (16 KiB lines)
+  ASSERT_TRUE(WritePattern(rig_.engine(), 100 * line, 4096, 7).ok());  // volatile on the origin
+  rig_.store_fs().FailWrites(rocksdb::IOStatus::IOError("injected EIO"), rocksdb::IOStatus::OK());
+  EXPECT_FALSE(rig_.engine().Shutdown().ok());
+  rig_.store_fs().Heal();
+  ASSERT_TRUE(rig_.PowerCutAndReopen(config_, PowerCutMode::kDropUnsynced).ok());
+  EXPECT_TRUE(rig_.OriginHasPattern(100 * line, 4096, 7));
+}
+
 // The daemon opens the store with compactions held back, for the start's
 // scan of the records; the start lets them run once it has read them
 // (left off, level 0 would fill until RocksDB stopped every write).

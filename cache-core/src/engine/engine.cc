@@ -466,8 +466,11 @@ Status Engine::Shutdown() {
   // Records no start settles (announcements, trims') are put again as RAM
   // has them, for the sync below to settle: a start from the snapshot then
   // finds the records it would have rewritten already rewritten.
-  Status s = impl_->PutUnsettledRecords();
-  if (s.ok()) s = impl_->SyncAll();
+  // The sync runs whatever came of the puts (it flushes both devices); a
+  // failed put only makes the shutdown not clean.
+  const Status put = impl_->dev.metadata->failed() ? Status::Ok() : impl_->PutUnsettledRecords();
+  Status s = impl_->SyncAll();
+  if (s.ok()) s = put;
   // Refuse new I/O from here on; a failed sync leaves the flag unclean, so
   // the next start proves what it finds.
   impl_->shut_down.store(true);

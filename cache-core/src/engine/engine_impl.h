@@ -473,6 +473,7 @@ struct Engine::Impl {
   // Fills the slot table from the store (reads only). Slots whose records
   // no longer say what RAM does are listed in `changed_slots`.
   Status LoadLines(bool clean_shutdown, std::vector<uint32_t>* changed_slots);
+  Status AdoptRecords(const SlotTable::LoadFrame& frame, std::vector<UnprovenBlock>& unproven);
   // The slot table's snapshot (store_snapshot.cc): written at a clean
   // shutdown, taken by the next start when it fits (false: the records).
   std::string SnapshotTag() const;

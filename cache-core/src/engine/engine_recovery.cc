@@ -21,25 +21,8 @@ Status Engine::Impl::LoadLines(bool clean_shutdown, std::vector<uint32_t>* chang
   // it all the same).
   (void)dev.metadata->DropSnapshot();
   if (from_snapshot) return slots.FinishLoad(*changed_slots, *completed);
-  const SlotTable::LoadFrame frame{origin_lines, *completed, clean_shutdown};
-  // Two threads, each over half of the slots (the records are read and
-  // decoded as fast as a core goes; the halves touch disjoint slots).
-  SlotTable::LoadPart parts[2];
-  auto load = [&](uint64_t first, uint64_t end, SlotTable::LoadPart& part) {
-    return dev.metadata->ForEachLineIn(first, end, [&](uint64_t slot, const LineRecord& r) {
-      return slots.AdoptRecord(slot, r, frame, part);
-    });
-  };
-  const uint64_t middle = capacity / 2;
-  Status upper;
-  std::thread upper_half([&] { upper = load(middle, UINT64_MAX, parts[1]); });
-  Status s = load(0, middle, parts[0]);
-  upper_half.join();
-  if (!s.ok()) return s;
-  if (!upper.ok()) return upper;
-  for (const SlotTable::LoadPart& part : parts) slots.AddLoadedEpochs(part);
-  std::vector<UnprovenBlock>& unproven = parts[0].unproven;  // in slot order
-  unproven.insert(unproven.end(), parts[1].unproven.begin(), parts[1].unproven.end());
+  std::vector<UnprovenBlock> unproven;
+  CACHECORE_RETURN_IF_ERROR(AdoptRecords({origin_lines, *completed, clean_shutdown}, unproven));
 
   // After a clean shutdown every block and record was synced, each record
   // after its data: the checksums hold without reading a block. After a
@@ -65,6 +48,30 @@ Status Engine::Impl::LoadLines(bool clean_shutdown, std::vector<uint32_t>* chang
     }
   }
   return slots.FinishLoad(*changed_slots, *completed);
+}
+
+// Takes in every record, on two threads, each over half of the slots (the
+// records are read and decoded as fast as a core goes; the halves touch
+// disjoint slots). `unproven` gets the blocks to prove, in slot order.
+Status Engine::Impl::AdoptRecords(const SlotTable::LoadFrame& frame, std::vector<UnprovenBlock>& unproven) {
+  SlotTable::LoadPart parts[2];
+  auto load = [&](uint64_t first, uint64_t end, SlotTable::LoadPart& part) {
+    return dev.metadata->ForEachLineIn(first, end, [&](uint64_t slot, const LineRecord& r) {
+      return slots.AdoptRecord(slot, r, frame, part);
+    });
+  };
+  const uint64_t middle = capacity / 2;
+  Status upper;
+  std::thread upper_half([&] { upper = load(middle, UINT64_MAX, parts[1]); });
+  Status lower = load(0, middle, parts[0]);
+  upper_half.join();
+  CACHECORE_RETURN_IF_ERROR(lower);
+  CACHECORE_RETURN_IF_ERROR(upper);
+  for (SlotTable::LoadPart& part : parts) {
+    slots.AddLoadedEpochs(part);
+    unproven.insert(unproven.end(), part.unproven.begin(), part.unproven.end());
+  }
+  return Status::Ok();
 }
 
 // Whose a snapshot is and how it is laid out: a snapshot of another

@@ -248,7 +248,8 @@ int StartOne(const Dirs& dirs, const std::string& name, const std::string& front
                 DescribeDirty(damage.value()) + ": see 'cachectl check " + name + "'");
   }
   StatsReply stats = CurrentStats(dirs, name);
-  std::printf("started %s (%s, warm from saved metadata)\n", name.c_str(), stats.Value("mode").c_str());
+  std::printf("started %s (%s, warm from %s)\n", name.c_str(), stats.Value("mode").c_str(),
+              stats.Value("started_from") == "snapshot" ? "its snapshot" : "saved metadata");
   PrintServing(dirs, name, stats);
   return 0;
 }

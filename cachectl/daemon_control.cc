@@ -32,6 +32,9 @@ StatsReply StatsOf(Daemon& d) {
                   : d.online_swapped ? "/dev/mapper/" + d.spec.online_volume
                                      : "");
   num("line_size", e.line_size());
+  // How this run began: a new cache, the snapshot its last clean shutdown
+  // wrote, or its records (after a crash, or with no snapshot that fits).
+  kv("started_from", d.spec.create ? "attach" : e.started_from_snapshot() ? "snapshot" : "records");
   EngineConfig now = e.settings();
   num("seq_cutoff", now.sequential_cutoff);
   num("dirty_target_pct", now.dirty_target_pct);

@@ -109,7 +109,7 @@ expect 0 "" -- stop vol
 expect 0 "" -- list --csv
 grep -q "^vol,stopped" "$W/out" || fail "list after stop: $(cat "$W/out")"
 expect 0 "" -- start --all
-grep -q "started vol (writeback, warm" "$W/out" || fail "start --all: $(cat "$W/out")"
+grep -q "started vol (writeback, warm from its snapshot)" "$W/out" || fail "start --all after a stop: $(cat "$W/out")"
 expect 0 "" -- start --all                          # nothing left to start: fine
 expect 0 "" -- stats vol --json
 grep -q '"dirty_lines": 0,' "$W/out" && fail "dirty lines did not survive stop/start"
@@ -129,6 +129,9 @@ expect 3 "is not running" -- flush vol
 expect 0 "" -- stats vol
 grep -q "state *stopped" "$W/out" || fail "stats of a dead daemon: $(cat "$W/out")"
 expect 0 "" -- start vol                           # clears the stale sockets
+grep -q "started vol (writeback, warm from saved metadata)" "$W/out" || fail "start after kill -9: $(cat "$W/out")"
+expect 0 "" -- stats vol --json
+grep -q '"started_from": "records"' "$W/out" || fail "stats after a start from the records: $(cat "$W/out")"
 io vol -c 'read -P 0x61 32M 4M' -c 'read -P 0x23 16M 1M' -c 'read -P 0x42 0 4M'
 
 echo "== SIGTERM stops cleanly"

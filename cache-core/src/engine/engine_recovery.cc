@@ -101,8 +101,9 @@ Status Engine::Impl::WriteSnapshot() {
 bool Engine::Impl::LoadSnapshot(uint64_t origin_lines) {
   const std::vector<std::span<uint8_t>> parts = slots.SnapshotParts();
   Status s = dev.metadata->ReadSnapshot(SnapshotTag(), parts);
-  if (s.ok()) s = slots.AdoptSnapshot(origin_lines);
-  else slots.ForgetSnapshot();
+  if (s.ok()) s = slots.AdoptSnapshot(origin_lines);  // which forgets it when it does not fit
+  // Not found or another's: nothing was read into the table.
+  else if (s.code() != StatusCode::kNotFound && s.code() != StatusCode::kMismatch) slots.ForgetSnapshot();
   started_from_snapshot = s.ok();
   return s.ok();
 }

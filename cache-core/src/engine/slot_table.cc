@@ -215,9 +215,13 @@ bool SlotTable::MarkOverwrite(uint32_t slot, uint32_t b0, uint32_t b1, bool orig
 }
 
 LineRecord SlotTable::BuildRecord(uint32_t slot, bool settles) {
+  // Built and applied under the slot's stripe, so the last record built is
+  // the last put. Written only when it changes: a word covers 64 slots.
   const uint64_t bit = uint64_t{1} << (slot % 64);
-  if (settles) unsettled_records_[slot / 64].fetch_and(~bit, std::memory_order_relaxed);
-  else unsettled_records_[slot / 64].fetch_or(bit, std::memory_order_relaxed);
+  std::atomic<uint64_t>& word = unsettled_records_[slot / 64];
+  const bool set = (word.load(std::memory_order_relaxed) & bit) != 0;
+  if (settles && set) word.fetch_and(~bit, std::memory_order_relaxed);
+  if (!settles && !set) word.fetch_or(bit, std::memory_order_relaxed);
   LineRecord r;
   r.origin_line = lines_.Get(slot);
   r.epoch = settles ? flushes_started_.load() : kNoEpoch;  // every block's epoch is at most this

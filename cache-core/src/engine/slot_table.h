@@ -346,7 +346,7 @@ class SlotTable {
   // of a clean shutdown's records would (every block stable); FinishLoad
   // follows. kCorruption, with the table as before the read, when it does
   // not fit the geometry; ForgetSnapshot() too after a read that failed.
-  Status AdoptSnapshot(uint64_t origin_lines) EXCLUDES(mu_);
+  Status AdoptSnapshot(uint64_t origin_lines);
   void ForgetSnapshot();
 
   // The heap bytes the table holds, per part (docs/design.md, "RAM per

@@ -1,6 +1,7 @@
-// The slot table at a warm start (records taken in, unproven blocks
-// settled) and its self-check. Nothing else runs while these do; mu_ is
-// taken all the same, for the analysis and for the memory order.
+// The slot table at a warm start (records or a snapshot taken in, unproven
+// blocks settled) and its self-check. Nothing else runs while these do:
+// AdoptRecord runs on two threads for disjoint slots and takes no lock (the
+// caller joins them before FinishLoad, which takes mu_).
 #include "engine/slot_table.h"
 
 #include <algorithm>

@@ -14,6 +14,7 @@
 #include <cstring>
 
 #include "cachecore/metadata/checksum.h"
+#include "metadata/rocks_status.h"
 
 namespace cachecore {
 
@@ -55,13 +56,6 @@ void StopPerfCountsOnThisThread() {
   if (stopped) return;
   rocksdb::SetPerfLevel(rocksdb::PerfLevel::kDisable);
   stopped = true;
-}
-
-Status FromRocks(const rocksdb::Status& s, const std::string& what) {
-  if (s.ok()) return Status::Ok();
-  if (s.IsNotFound()) return Status::NotFound(what + ": not found");
-  if (s.IsCorruption()) return Status::Corruption(what + ": " + s.ToString());
-  return Status::IoError(what + ": " + s.ToString());
 }
 
 rocksdb::WriteOptions WriteOpts(bool sync) {
@@ -183,6 +177,13 @@ Result<LineRecord> DecodeLineRecord(const std::string& v) {
   LineRecord r;
   CACHECORE_RETURN_IF_ERROR(DecodeLineRecordInto(v.data(), v.size(), r));
   return r;
+}
+
+Status FromRocks(const rocksdb::Status& s, const std::string& what) {
+  if (s.ok()) return Status::Ok();
+  if (s.IsNotFound()) return Status::NotFound(what + ": not found");
+  if (s.IsCorruption()) return Status::Corruption(what + ": " + s.ToString());
+  return Status::IoError(what + ": " + s.ToString());
 }
 
 MetadataStore::MetadataStore(rocksdb::DB* db) : db_(db) {}

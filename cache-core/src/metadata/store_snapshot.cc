@@ -15,6 +15,7 @@
 
 #include "cachecore/metadata/checksum.h"
 #include "cachecore/metadata/metadata_store.h"
+#include "metadata/rocks_status.h"
 
 namespace cachecore {
 
@@ -25,10 +26,11 @@ constexpr size_t kChunk = 16 << 20;  // bytes per read or append call
 
 std::string SnapshotPath(rocksdb::DB& db) { return db.GetName() + "/SNAPSHOT"; }
 
-Status FromEnv(const rocksdb::Status& s, const std::string& what) {
-  if (s.ok()) return Status::Ok();
-  if (s.IsNotFound()) return Status::NotFound(what + ": not found");
-  return Status::IoError(what + ": " + s.ToString());
+// Makes a rename or a removal in the store's directory durable.
+Status SyncDirectory(rocksdb::Env& env, const std::string& dir) {
+  std::unique_ptr<rocksdb::Directory> d;
+  CACHECORE_RETURN_IF_ERROR(FromRocks(env.NewDirectory(dir, &d), "opening the store's directory"));
+  return FromRocks(d->Fsync(), "syncing the store's directory");
 }
 
 // Appends `data` to `file`, extending `crc` over it.
@@ -36,7 +38,7 @@ Status AppendCounted(rocksdb::WritableFile& file, const void* data, size_t size,
   const auto* p = static_cast<const char*>(data);
   for (size_t done = 0; done < size;) {
     const size_t n = std::min(kChunk, size - done);
-    CACHECORE_RETURN_IF_ERROR(FromEnv(file.Append(rocksdb::Slice(p + done, n)), "writing the snapshot"));
+    CACHECORE_RETURN_IF_ERROR(FromRocks(file.Append(rocksdb::Slice(p + done, n)), "writing the snapshot"));
     done += n;
   }
   crc = Crc32c(data, size, crc);
@@ -49,7 +51,7 @@ Status ReadCounted(rocksdb::SequentialFile& file, void* out, size_t size, uint32
   for (size_t done = 0; done < size;) {
     const size_t want = std::min(kChunk, size - done);
     rocksdb::Slice got;
-    CACHECORE_RETURN_IF_ERROR(FromEnv(file.Read(want, &got, p + done), "reading the snapshot"));
+    CACHECORE_RETURN_IF_ERROR(FromRocks(file.Read(want, &got, p + done), "reading the snapshot"));
     if (got.size() != want) return Status::Corruption("the snapshot is cut short");
     if (got.data() != p + done) std::memcpy(p + done, got.data(), got.size());
     done += want;
@@ -70,31 +72,41 @@ Status ReadValue(rocksdb::SequentialFile& file, T& v, uint32_t& crc) {
 
 }  // namespace
 
-Status MetadataStore::WriteSnapshot(const std::string& tag,
-                                    std::span<const std::span<const uint8_t>> parts) {
-  rocksdb::Env& env = *db_->GetEnv();
-  const std::string path = SnapshotPath(*db_), temporary = path + ".tmp";
+namespace {
+// The whole file at `path`, synced and closed.
+Status WriteSnapshotFile(rocksdb::Env& env, const std::string& path, const std::string& tag,
+                         uint64_t sequence, std::span<const std::span<const uint8_t>> parts) {
   std::unique_ptr<rocksdb::WritableFile> file;
-  CACHECORE_RETURN_IF_ERROR(FromEnv(env.NewWritableFile(temporary, &file, rocksdb::EnvOptions()),
-                                    "creating the snapshot"));
+  CACHECORE_RETURN_IF_ERROR(FromRocks(env.NewWritableFile(path, &file, rocksdb::EnvOptions()),
+                                      "creating the snapshot"));
   uint32_t crc = 0;
   const uint32_t tag_size = static_cast<uint32_t>(tag.size());
   const uint32_t count = static_cast<uint32_t>(parts.size());
   CACHECORE_RETURN_IF_ERROR(AppendValue(*file, kSnapshotMagic, crc));
   CACHECORE_RETURN_IF_ERROR(AppendValue(*file, tag_size, crc));
   CACHECORE_RETURN_IF_ERROR(AppendCounted(*file, tag.data(), tag.size(), crc));
-  CACHECORE_RETURN_IF_ERROR(AppendValue(*file, LatestSequence(), crc));
+  CACHECORE_RETURN_IF_ERROR(AppendValue(*file, sequence, crc));
   CACHECORE_RETURN_IF_ERROR(AppendValue(*file, count, crc));
   for (const auto& part : parts) CACHECORE_RETURN_IF_ERROR(AppendValue(*file, uint64_t{part.size()}, crc));
   for (const auto& part : parts) CACHECORE_RETURN_IF_ERROR(AppendCounted(*file, part.data(), part.size(), crc));
   uint32_t ignored = 0;
   CACHECORE_RETURN_IF_ERROR(AppendValue(*file, crc, ignored));
-  CACHECORE_RETURN_IF_ERROR(FromEnv(file->Sync(), "syncing the snapshot"));
-  CACHECORE_RETURN_IF_ERROR(FromEnv(file->Close(), "closing the snapshot"));
-  CACHECORE_RETURN_IF_ERROR(FromEnv(env.RenameFile(temporary, path), "renaming the snapshot"));
-  std::unique_ptr<rocksdb::Directory> dir;
-  CACHECORE_RETURN_IF_ERROR(FromEnv(env.NewDirectory(db_->GetName(), &dir), "opening the store's directory"));
-  return FromEnv(dir->Fsync(), "syncing the store's directory");
+  CACHECORE_RETURN_IF_ERROR(FromRocks(file->Sync(), "syncing the snapshot"));
+  return FromRocks(file->Close(), "closing the snapshot");
+}
+}  // namespace
+
+Status MetadataStore::WriteSnapshot(const std::string& tag,
+                                    std::span<const std::span<const uint8_t>> parts) {
+  rocksdb::Env& env = *db_->GetEnv();
+  const std::string path = SnapshotPath(*db_), temporary = path + ".tmp";
+  Status s = WriteSnapshotFile(env, temporary, tag, LatestSequence(), parts);
+  if (s.ok()) s = FromRocks(env.RenameFile(temporary, path), "renaming the snapshot");
+  if (!s.ok()) {
+    (void)env.DeleteFile(temporary);  // a full disk is the likely cause: give the space back
+    return s;
+  }
+  return SyncDirectory(env, db_->GetName());
 }
 
 Status MetadataStore::ReadSnapshot(const std::string& tag, std::span<const std::span<uint8_t>> parts) {
@@ -102,7 +114,7 @@ Status MetadataStore::ReadSnapshot(const std::string& tag, std::span<const std::
   const std::string path = SnapshotPath(*db_);
   if (!env.FileExists(path).ok()) return Status::NotFound("no snapshot at " + path);
   std::unique_ptr<rocksdb::SequentialFile> file;
-  CACHECORE_RETURN_IF_ERROR(FromEnv(env.NewSequentialFile(path, &file, rocksdb::EnvOptions()),
+  CACHECORE_RETURN_IF_ERROR(FromRocks(env.NewSequentialFile(path, &file, rocksdb::EnvOptions()),
                                     "opening the snapshot"));
   uint32_t crc = 0, tag_size = 0, count = 0;
   uint64_t magic = 0, sequence = 0;
@@ -135,11 +147,10 @@ Status MetadataStore::ReadSnapshot(const std::string& tag, std::span<const std::
 Status MetadataStore::DropSnapshot() {
   rocksdb::Env& env = *db_->GetEnv();
   const std::string path = SnapshotPath(*db_);
+  (void)env.DeleteFile(path + ".tmp");  // a write cut short by a crash
   if (!env.FileExists(path).ok()) return Status::Ok();
-  CACHECORE_RETURN_IF_ERROR(FromEnv(env.DeleteFile(path), "removing the snapshot"));
-  std::unique_ptr<rocksdb::Directory> dir;
-  CACHECORE_RETURN_IF_ERROR(FromEnv(env.NewDirectory(db_->GetName(), &dir), "opening the store's directory"));
-  return FromEnv(dir->Fsync(), "syncing the store's directory");
+  CACHECORE_RETURN_IF_ERROR(FromRocks(env.DeleteFile(path), "removing the snapshot"));
+  return SyncDirectory(env, db_->GetName());
 }
 
 }  // namespace cachecore

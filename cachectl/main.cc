@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "cachecore/base/process_memory.h"
 #include "commands.h"
 
 namespace cachectl {
@@ -49,6 +50,7 @@ void PrintUsage(std::ostream& out) {
 
 int main(int argc, char** argv) {
   using namespace cachectl;
+  cachecore::ReturnFreedMemoryPromptly();
   if (argc < 2) {
     PrintUsage(std::cerr);
     return kExitUsage;

@@ -45,6 +45,7 @@
 #include <string>
 #include <thread>
 
+#include "cachecore/base/process_memory.h"
 #include "cachecore/devices/file_device.h"
 #include "cachecore/engine/engine.h"
 #include "cachecore/metadata/metadata_store.h"
@@ -303,6 +304,7 @@ int Open(const std::string& dir) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  cachecore::ReturnFreedMemoryPromptly();  // as cachectl's daemon does
   std::string verb = argc > 1 ? argv[1] : "", dir;
   uint64_t lines = 0, overwrites = 20000;
   bool flush = true, crash = false;

@@ -94,5 +94,29 @@ TEST_F(DirtyMapTest, ADamagedPageIsReportedNotTrusted) {
   EXPECT_EQ(r.status().code(), StatusCode::kCorruption);
 }
 
+// A region's bit is a bit, not a count: it is set by its first dirty line
+// and cleared only when the caller says none is left, so a region with
+// another dirty line stays stale whatever order lines are cleaned in.
+TEST(DirtyMapBitsTest, ARegionStaysStaleWhileAnyOfItsLinesIsDirty) {
+  CacheIdentity id;
+  id.line_size = 4096;
+  id.origin_size = uint64_t{kMaxDirtyRegions} * 4 * 4096;  // 4 lines a region
+  DirtyMap map(id);
+  ASSERT_EQ(map.RegionLines(9), std::make_pair(uint64_t{8}, uint64_t{12}));
+  auto region_bit = [&map] {
+    auto pages = map.TakeChangedPages(/*all=*/true);
+    return (pages.at(0).second.data()[8 + 2 / 8] >> (2 % 8)) & 1;  // region 2: lines 8..11
+  };
+  map.LineDirty(8);
+  map.LineDirty(9);
+  EXPECT_EQ(region_bit(), 1);
+  map.LineClean(8, /*region_still_dirty=*/true);
+  EXPECT_EQ(region_bit(), 1);
+  map.LineClean(9, /*region_still_dirty=*/false);
+  EXPECT_EQ(region_bit(), 0);
+  map.LineDirty(11);
+  EXPECT_EQ(region_bit(), 1);
+}
+
 }  // namespace
 }  // namespace cachecore::testing

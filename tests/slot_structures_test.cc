@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include <deque>
 #include <map>
 #include <random>
 #include <set>
@@ -13,13 +14,14 @@
 #include "../cache-core/src/engine/dirty_lines.h"
 #include "../cache-core/src/engine/line_index.h"
 #include "../cache-core/src/policy/ghost_filter.h"
+#include "../cache-core/src/policy/slot_fifo.h"
 #include "cachecore/policy/eviction_policy.h"
 
 namespace cachecore {
 namespace {
 
 TEST(PackedLinesTest, HoldsFortyBitLinesAndNoLine) {
-  PackedLines lines(3);
+  PackedLines lines(3, PackedLines::kMaxOriginLines);
   EXPECT_EQ(lines.Get(0), kNoLine);
   lines.Set(1, PackedLines::kMaxOriginLines - 1);
   lines.Set(2, 0x12'3456'789a);
@@ -27,12 +29,27 @@ TEST(PackedLinesTest, HoldsFortyBitLinesAndNoLine) {
   EXPECT_EQ(lines.Get(2), 0x12'3456'789aull);
   lines.Set(2, kNoLine);
   EXPECT_EQ(lines.Get(2), kNoLine);
+  EXPECT_EQ(lines.MemoryBytes(), 3u * 5);
+}
+
+TEST(PackedLinesTest, TakesFourBytesALineWhenTheOriginsLinesFit) {
+  PackedLines lines(3, UINT32_MAX - 1);  // the highest line: 2^32 - 2
+  EXPECT_EQ(lines.MemoryBytes(), 3u * 4);
+  EXPECT_TRUE(lines.HighBytes().empty());
+  EXPECT_EQ(lines.Get(0), kNoLine);
+  lines.Set(1, UINT32_MAX - 2);
+  lines.Set(2, 0);
+  EXPECT_EQ(lines.Get(1), uint64_t{UINT32_MAX} - 2);
+  EXPECT_EQ(lines.Get(2), 0u);
+  lines.Set(1, kNoLine);
+  EXPECT_EQ(lines.Get(1), kNoLine);
+  EXPECT_EQ(PackedLines(3, UINT32_MAX).MemoryBytes(), 3u * 5);  // line 2^32 - 1 is the empty mark's
 }
 
 // Inserts and erases as the slot table does (a slot's line set before it
 // is indexed, cleared after), checked against a std::map after each step.
 void ExerciseIndex(uint32_t capacity, uint64_t line_range, uint32_t steps) {
-  PackedLines lines(capacity);
+  PackedLines lines(capacity, line_range);
   LineIndex index(capacity, lines);
   std::map<uint64_t, uint32_t> model;
   std::vector<uint32_t> free_slots;
@@ -66,12 +83,51 @@ TEST(LineIndexTest, AgreesWithAMapUnderChurn) {
   ExerciseIndex(1000, 1500, 200000);        // mostly full: long probes, many shifts
   ExerciseIndex(1u << 20, 1u << 21, 300000);  // fingerprints of a few bits
   ExerciseIndex(7, 50, 20000);              // tiny: probes wrap around the table
+  ExerciseIndex(1000, uint64_t{1} << 39, 20000);  // lines in 5 bytes
 }
 
 TEST(LineIndexTest, CostsUnderFiveBytesASlot) {
-  PackedLines lines(1'000'000);
+  PackedLines lines(1'000'000, PackedLines::kMaxOriginLines);
   LineIndex index(1'000'000, lines);
   EXPECT_LE(index.MemoryBytes(), 4'800'100u);
+}
+
+// Pushes and pops in bursts (chunks filled, emptied, reused; the FIFO
+// emptied now and then), checked against a std::deque, at every width.
+TEST(SlotFifoTest, AgreesWithADequeAtEveryWidth) {
+  for (uint32_t bits = 1; bits <= 32; ++bits) {
+    const uint32_t capacity = bits == 32 ? UINT32_MAX : uint32_t{1} << bits;
+    SlotFifo fifo(capacity);
+    ASSERT_EQ(fifo.bits(), bits);
+    std::deque<uint32_t> model;
+    std::mt19937_64 rng(bits);
+    for (int burst = 0; burst < 40; ++burst) {
+      const size_t pushes = rng() % 9000, pops = rng() % 9000;
+      for (size_t i = 0; i < pushes; ++i) {
+        // The largest slot and its neighbours often: every bit set.
+        const uint32_t v = rng() % 4 == 0 ? capacity - 1 - static_cast<uint32_t>(rng() % 2)
+                                          : static_cast<uint32_t>(rng() % capacity);
+        fifo.PushBack(v);
+        model.push_back(v);
+      }
+      for (size_t i = 0; i < pops && !model.empty(); ++i) {
+        ASSERT_EQ(fifo.Front(), model.front()) << bits << " bits";
+        fifo.PopFront();
+        model.pop_front();
+      }
+      ASSERT_EQ(fifo.size(), model.size());
+    }
+    for (; !model.empty(); model.pop_front(), fifo.PopFront()) ASSERT_EQ(fifo.Front(), model.front());
+    EXPECT_TRUE(fifo.empty());
+  }
+}
+
+TEST(SlotFifoTest, TakesTheBitsTheLargestSlotNeeds) {
+  SlotFifo fifo(1'000'000);  // slots up to 999,999: 20 bits
+  EXPECT_EQ(fifo.bits(), 20u);
+  for (uint32_t s = 0; s < 1'000'000; ++s) fifo.PushBack(s);
+  EXPECT_LE(fifo.MemoryBytes(), 1'000'000u * 20 / 8 + 20'000);
+  EXPECT_EQ(SlotFifo(1).bits(), 1u);
 }
 
 TEST(FreeSlotsTest, HandsOutFreedSlotsFirstThenAscending) {
@@ -145,6 +201,33 @@ TEST(DirtyLineSetTest, AgreesWithASetAcrossArraysAndBitmaps) {
 // A warm start's load, from lines in slot order (any order): the same set
 // as inserting them one by one, arrays and bitmaps alike, and it goes on
 // taking inserts and erases.
+// The dirty-region map's question: any dirty line in a region (a power of
+// two of lines, inside a chunk or whole chunks), in arrays and bitmaps.
+TEST(DirtyLineSetTest, AnyInAgreesWithASet) {
+  DirtyLineSet dirty;
+  std::set<uint64_t> model;
+  std::mt19937_64 rng(5);
+  for (int i = 0; i < 30000; ++i) {  // chunk 0 a bitmap, chunk 3 an array, bits at word edges
+    const uint64_t l = i % 2 ? rng() % 65536 : 3 * 65536 + rng() % 65536;
+    dirty.Insert(l);
+    model.insert(l);
+  }
+  for (uint64_t l : {uint64_t{15}, uint64_t{16}, uint64_t{31}}) dirty.Erase(l), model.erase(l);
+  auto any = [&](uint64_t from, uint64_t end) {
+    auto it = model.lower_bound(from);
+    return it != model.end() && *it < end;
+  };
+  for (uint64_t size : {1ull, 2ull, 16ull, 64ull, 1024ull, 65536ull, 4 * 65536ull}) {
+    for (int i = 0; i < 3000; ++i) {
+      const uint64_t first = rng() % (6 * 65536) / size * size;
+      ASSERT_EQ(dirty.AnyIn(first, first + size), any(first, first + size)) << first << " +" << size;
+    }
+  }
+  EXPECT_FALSE(dirty.AnyIn(10 * 65536, 11 * 65536));
+  for (uint64_t l : std::set<uint64_t>(model)) dirty.Erase(l);
+  EXPECT_FALSE(dirty.AnyIn(0, 1ull << 40));
+}
+
 TEST(DirtyLineSetTest, ALoadFromUnsortedLinesEqualsInsertingThem) {
   std::mt19937_64 rng(11);
   std::set<uint64_t> model;

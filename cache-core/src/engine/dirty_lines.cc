@@ -160,6 +160,32 @@ void DirtyLineSet::AppendRange(uint64_t from, uint64_t end, size_t max,
   }
 }
 
+bool DirtyLineSet::ChunkAny(const Chunk& c, uint32_t from, uint32_t end) {
+  if (from == 0 && end == kChunkLines) return c.count > 0;
+  if (!c.bitmap) {
+    auto it = std::lower_bound(c.data.begin(), c.data.end(), from);
+    return it != c.data.end() && *it < end;
+  }
+  for (uint32_t o = from; o < end; o = (o / 16 + 1) * 16) {
+    uint32_t word = c.data[o / 16] >> (o % 16);
+    if (end - o < 16) word &= (1u << (end - o)) - 1;
+    if (word != 0) return true;
+  }
+  return false;
+}
+
+bool DirtyLineSet::AnyIn(uint64_t from, uint64_t end) const {
+  for (auto it = chunks_.lower_bound(ChunkOf(from)); it != chunks_.end(); ++it) {
+    const uint64_t base = it->first << kChunkBits;
+    if (base >= end) break;
+    const uint32_t lo = from > base ? static_cast<uint32_t>(from - base) : 0;
+    const uint32_t hi = end - base < kChunkLines ? static_cast<uint32_t>(end - base)
+                                                 : static_cast<uint32_t>(kChunkLines);
+    if (ChunkAny(it->second, lo, hi)) return true;
+  }
+  return false;
+}
+
 size_t DirtyLineSet::MemoryBytes() const {
   size_t bytes = 0;
   for (const auto& [key, chunk] : chunks_) bytes += kNodeBytes + chunk.data.capacity() * 2;

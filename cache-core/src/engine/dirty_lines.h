@@ -31,6 +31,8 @@ class DirtyLineSet {
   // Appends the lines at or after `from` and before `end`, in order, to
   // `out` until it holds `max` lines.
   void AppendRange(uint64_t from, uint64_t end, size_t max, std::vector<uint64_t>& out) const;
+  // Whether any line in [from, end) is in the set.
+  bool AnyIn(uint64_t from, uint64_t end) const;
   // Heap bytes held, the map's nodes estimated.
   size_t MemoryBytes() const;
 
@@ -46,6 +48,8 @@ class DirtyLineSet {
   static bool ChunkInsert(Chunk& c, uint16_t offset);
   static bool ChunkErase(Chunk& c, uint16_t offset);
   static bool ChunkContains(const Chunk& c, uint16_t offset);
+  // Whether the chunk holds an offset in [from, end).
+  static bool ChunkAny(const Chunk& c, uint32_t from, uint32_t end);
   // Appends offsets in [from, end) until `out` holds `max` lines.
   static void ChunkAppend(const Chunk& c, uint64_t base, uint32_t from, uint32_t end, size_t max,
                           std::vector<uint64_t>& out);

@@ -151,6 +151,7 @@ class RequestPool {
     return one;
   }
   void Give(std::unique_ptr<T> one) {
+    if constexpr (requires(T& t) { t.ShedLargeArrays(); }) one->ShedLargeArrays();
     MutexLock lock(mu_);
     spare_.push_back(std::move(one));
   }
@@ -314,6 +315,20 @@ struct AsyncWrite final : IoCompletion, ReactorTask, CommitJob {
   std::vector<uint64_t> placed_lines;
   std::vector<uint32_t> placed_slots;
   size_t pending = 0;
+
+  // Back in the pool: arrays grown for a long request are let go. A long
+  // write placed line by line takes a pooled write per line, each of which
+  // would otherwise keep what its last whole request needed (a megabyte
+  // write: a few KiB each, hundreds of them held for good).
+  void ShedLargeArrays() {
+    constexpr size_t kKept = 64;  // segments: 256 KiB in 4 KiB lines
+    if (segments.capacity() <= kKept) return;
+    for (auto* v : {&slots, &io_of, &placed_slots}) std::vector<uint32_t>().swap(*v);
+    for (auto* v : {&stripes, &to_place}) std::vector<size_t>().swap(*v);
+    std::vector<Segment>().swap(segments);
+    std::vector<AsyncIo>().swap(ios);
+    std::vector<uint64_t>().swap(placed_lines);
+  }
 
   void IoDone(AsyncIo&) override {
     if (--pending == 0) im->WriteBackLanded(*this);

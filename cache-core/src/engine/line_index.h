@@ -15,27 +15,33 @@ namespace cachecore {
 
 constexpr uint64_t kNoLine = UINT64_MAX;
 
-// The origin line of every slot in 5 bytes: origin lines are below
-// kMaxOriginLines (an origin of 4 PiB in 4 KiB lines).
+// The origin line of every slot: in 4 bytes when the origin's lines all
+// fit (up to 2^32 - 1 lines: 16 TiB in 4 KiB lines, 256 TiB in 64 KiB),
+// in 5 otherwise; origin lines are below kMaxOriginLines (an origin of
+// 4 PiB in 4 KiB lines).
 class PackedLines {
  public:
   static constexpr uint64_t kMaxOriginLines = (uint64_t{1} << 40) - 1;
 
-  explicit PackedLines(uint32_t capacity) : low_(capacity, UINT32_MAX), high_(capacity, 0xff) {}
+  // `origin_lines`: how many lines the origin has (the last may be partial).
+  PackedLines(uint32_t capacity, uint64_t origin_lines)
+      : wide_(origin_lines >= UINT32_MAX), low_(capacity, UINT32_MAX), high_(wide_ ? capacity : 0, 0xff) {}
 
   // kNoLine when the slot holds no line.
   uint64_t Get(uint32_t slot) const {
+    if (!wide_) return low_[slot] == UINT32_MAX ? kNoLine : low_[slot];
     const uint64_t v = (uint64_t{high_[slot]} << 32) | low_[slot];
     return v == kMaxOriginLines ? kNoLine : v;
   }
-  // `line` is kNoLine or below kMaxOriginLines.
+  // `line` is kNoLine or below the origin's line count.
   void Set(uint32_t slot, uint64_t line) {
     const uint64_t v = line == kNoLine ? kMaxOriginLines : line;
     low_[slot] = static_cast<uint32_t>(v);
-    high_[slot] = static_cast<uint8_t>(v >> 32);
+    if (wide_) high_[slot] = static_cast<uint8_t>(v >> 32);
   }
   size_t MemoryBytes() const { return low_.capacity() * 4 + high_.capacity(); }
-  // The arrays as bytes, for a snapshot to be written from or read into.
+  // The arrays as bytes, for a snapshot to be written from or read into
+  // (the high bytes empty when the lines fit in 4).
   std::span<uint8_t> LowBytes() { return {reinterpret_cast<uint8_t*>(low_.data()), low_.size() * 4}; }
   std::span<uint8_t> HighBytes() { return {high_.data(), high_.size()}; }
   void Clear() {
@@ -44,6 +50,7 @@ class PackedLines {
   }
 
  private:
+  bool wide_;
   std::vector<uint32_t> low_;
   std::vector<uint8_t> high_;
 };

@@ -28,7 +28,8 @@ SlotTable::SlotTable(uint32_t capacity, uint32_t blocks_per_line, const CacheIde
     : capacity_(capacity),
       blocks_per_line_(blocks_per_line),
       stats_(stats),
-      lines_(capacity),
+      lines_(capacity, identity.line_size == 0 ? PackedLines::kMaxOriginLines
+                                               : (identity.origin_size + identity.line_size - 1) / identity.line_size),
       // One block a line: the counts are its flags.
       slot_valid_blocks_(blocks_per_line > 1 ? capacity : 0, 0),
       slot_dirty_blocks_(blocks_per_line > 1 ? capacity : 0, 0),
@@ -164,8 +165,10 @@ void SlotTable::MarkClean(uint32_t slot, uint32_t block) {
     LiveStats::Bump(stats_.dirty_lines, static_cast<uint64_t>(-1));
     MutexLock lock(mu_);
     SetSlotDirtyLocked(slot, false);
-    dirty_lines_.Erase(lines_.Get(slot));
-    dirty_map_.LineClean(lines_.Get(slot));
+    const uint64_t line = lines_.Get(slot);
+    dirty_lines_.Erase(line);
+    const auto [first, end] = dirty_map_.RegionLines(line);
+    dirty_map_.LineClean(line, dirty_lines_.AnyIn(first, end));
   }
 }
 
@@ -435,7 +438,9 @@ void SlotTable::ForgetEvictions(uint64_t listed) {
   // follows its delete into the store); an eviction listed meanwhile waits
   // for the next sync.
   if (evictions_listed_ == listed) {
-    unsynced_evictions_.clear();
+    // Swapped, not cleared: a cleared map keeps its buckets, sized for the
+    // most evictions that ever waited (up to 64Ki: half a megabyte).
+    std::unordered_map<uint64_t, uint64_t>().swap(unsynced_evictions_);
   } else {
     std::erase_if(unsynced_evictions_, [&](const auto& e) { return e.second <= listed; });
   }

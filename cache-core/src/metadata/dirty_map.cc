@@ -27,24 +27,21 @@ DirtyMap::DirtyMap(const CacheIdentity& identity)
       lines_per_region_(region_size_ / identity.line_size),
       regions_(static_cast<uint32_t>((identity.origin_size + region_size_ - 1) / region_size_)),
       pages_((regions_ + kRegionsPerPage - 1) / kRegionsPerPage),
-      dirty_lines_(regions_, 0),
+      dirty_(regions_, false),
       page_changed_(pages_, false) {}
 
-// A count that reaches kStuck stays there (a region of more than 65,534
-// dirty lines: an origin over 64 TiB): its bit stays set until the next
-// start counts again, "may be stale" as the map's rule allows.
-constexpr uint16_t kStuck = UINT16_MAX;
-
 void DirtyMap::LineDirty(uint64_t line) {
-  uint32_t r = RegionOf(line);
-  if (dirty_lines_[r] == kStuck) return;
-  if (dirty_lines_[r]++ == 0) page_changed_[r / kRegionsPerPage] = true;
+  const uint32_t r = RegionOf(line);
+  if (dirty_[r]) return;
+  dirty_[r] = true;
+  page_changed_[r / kRegionsPerPage] = true;
 }
 
-void DirtyMap::LineClean(uint64_t line) {
-  uint32_t r = RegionOf(line);
-  if (dirty_lines_[r] == kStuck) return;
-  if (dirty_lines_[r] > 0 && --dirty_lines_[r] == 0) page_changed_[r / kRegionsPerPage] = true;
+void DirtyMap::LineClean(uint64_t line, bool region_still_dirty) {
+  const uint32_t r = RegionOf(line);
+  if (region_still_dirty || !dirty_[r]) return;
+  dirty_[r] = false;
+  page_changed_[r / kRegionsPerPage] = true;
 }
 
 void DirtyMap::EncodePage(uint32_t page, uint8_t* out) const {
@@ -52,7 +49,7 @@ void DirtyMap::EncodePage(uint32_t page, uint8_t* out) const {
   std::memcpy(out + 4, &page, 4);
   uint32_t first = page * kRegionsPerPage;
   for (uint32_t i = 0; i < kRegionsPerPage && first + i < regions_; ++i) {
-    if (dirty_lines_[first + i] > 0) out[8 + i / 8] |= static_cast<uint8_t>(1u << (i % 8));
+    if (dirty_[first + i]) out[8 + i / 8] |= static_cast<uint8_t>(1u << (i % 8));
   }
   uint32_t crc = PageCrc(uuid_, out);
   std::memcpy(out, &crc, 4);

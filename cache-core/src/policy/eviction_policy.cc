@@ -1,11 +1,11 @@
 #include "cachecore/policy/eviction_policy.h"
 
 #include <algorithm>
-#include <deque>
 #include <utility>
 #include <vector>
 
 #include "policy/ghost_filter.h"
+#include "policy/slot_fifo.h"
 
 namespace cachecore {
 
@@ -43,8 +43,8 @@ class SlotLists {
   std::vector<uint32_t> prev_, next_;
 };
 
-// S3-FIFO's queues are rings of slot numbers (4 bytes a line where a
-// linked list costs 8). A line removed from the middle (invalidated,
+// S3-FIFO's queues are rings of slot numbers (SlotFifo: 20 to 32 bits a
+// line where a linked list costs 64). A line removed from the middle (invalidated,
 // pinned, demoted) leaves its entry behind, skipped when it reaches the
 // tail; so does a line moved and re-queued. Each slot counts its entries
 // in each ring (2 bits each, stopping at 3): an entry is the slot's live
@@ -57,9 +57,11 @@ class S3Fifo : public EvictionPolicy {
  public:
   S3Fifo(uint32_t capacity, uint32_t promote_after, KeyOfSlot key_of)
       : meta_(capacity, 0), key_of_(std::move(key_of)),
+        rings_{Ring(capacity), Ring(capacity), Ring(capacity)},
         small_target_(std::max<uint32_t>(1, capacity / 10)),
         ghost_(std::max<uint32_t>(1, capacity - small_target_)),
-        promote_after_(promote_after) {}
+        promote_after_(promote_after),
+        capacity_(capacity) {}
 
   void OnInsert(uint32_t slot, uint64_t key) override {
     OnRemove(slot);
@@ -96,8 +98,8 @@ class S3Fifo : public EvictionPolicy {
   }
 
   size_t MemoryBytes() const override {
-    return meta_.capacity() + ghost_.MemoryBytes() +
-           (rings_[kSmall].entries.size() + rings_[kMain].entries.size()) * sizeof(uint32_t);
+    return meta_.capacity() + ghost_.MemoryBytes() + rings_[kSmall].entries.MemoryBytes() +
+           rings_[kMain].entries.MemoryBytes();
   }
 
  private:
@@ -105,7 +107,8 @@ class S3Fifo : public EvictionPolicy {
   // small ring (2) and in the main ring (2).
   enum Where : uint8_t { kNone = 0, kSmall = 1, kMain = 2, kPicked = 3 };
   struct Ring {
-    std::deque<uint32_t> entries;  // pushed at the back, taken from the front
+    explicit Ring(uint32_t capacity) : entries(capacity) {}
+    SlotFifo entries;  // pushed at the back, taken from the front
     uint64_t live = 0;
   };
 
@@ -125,7 +128,7 @@ class S3Fifo : public EvictionPolicy {
     if (r.entries.size() > 2 * r.live + 1024) Compact(w);
     SetWhere(slot, w);
     SetEntries(slot, w, std::min<uint32_t>(Entries(slot, w) + 1, 3));
-    r.entries.push_back(slot);
+    r.entries.PushBack(slot);
     ++r.live;
   }
 
@@ -134,8 +137,8 @@ class S3Fifo : public EvictionPolicy {
   uint32_t TakeFront(Where w) {
     Ring& r = rings_[w];
     for (;;) {
-      const uint32_t s = r.entries.front();
-      r.entries.pop_front();
+      const uint32_t s = r.entries.Front();
+      r.entries.PopFront();
       if (Entries(s, w) == 0) continue;  // past the live one of a slot that had more than 3
       const uint32_t n = Entries(s, w) - 1;
       SetEntries(s, w, n);
@@ -150,15 +153,20 @@ class S3Fifo : public EvictionPolicy {
   // Keeps only the live entries of ring `w`, in their order.
   void Compact(Where w) {
     Ring& r = rings_[w];
-    std::deque<uint32_t> kept;
-    for (uint32_t s : r.entries) {
+    SlotFifo kept(capacity_);
+    for (; !r.entries.empty(); r.entries.PopFront()) {
+      const uint32_t s = r.entries.Front();
       if (Entries(s, w) == 0) continue;
       const uint32_t n = Entries(s, w) - 1;
       SetEntries(s, w, n);
-      if (n == 0 && WhereOf(s) == w) kept.push_back(s);
+      if (n == 0 && WhereOf(s) == w) kept.PushBack(s);
     }
-    for (uint32_t s : kept) SetEntries(s, w, 1);
-    r.entries.swap(kept);
+    // Counted once all are seen: a slot with more than 3 entries is kept at
+    // an older one, and its later ones are skipped only while it counts 0.
+    for (; !kept.empty(); kept.PopFront()) {
+      SetEntries(kept.Front(), w, 1);
+      r.entries.PushBack(kept.Front());
+    }
   }
 
   std::optional<uint32_t> FromSmall(const std::function<bool(uint32_t)>& usable, bool& refused) {
@@ -202,6 +210,7 @@ class S3Fifo : public EvictionPolicy {
   GhostFilter ghost_;
   bool ghost_used_ = false;
   uint32_t promote_after_;
+  uint32_t capacity_;
 };
 
 class Lru : public EvictionPolicy {

@@ -43,17 +43,24 @@ class DirtyMap {
   uint32_t page_count() const { return pages_; }
 
   // A line became dirty / clean. Not thread-safe: the engine calls these
-  // under its mutex.
+  // under its mutex. The map keeps a bit per region, not a count: the
+  // caller, which keeps the dirty lines, says whether `line`'s region
+  // still has any (RegionLines) once `line` is clean.
   void LineDirty(uint64_t line);
-  void LineClean(uint64_t line);
+  void LineClean(uint64_t line, bool region_still_dirty);
+  // The lines [first, end) of `line`'s region.
+  std::pair<uint64_t, uint64_t> RegionLines(uint64_t line) const {
+    const uint64_t first = line / lines_per_region_ * lines_per_region_;
+    return {first, first + lines_per_region_};
+  }
 
   // The pages changed since the last call (every page with `all`), encoded
   // for the device: {device offset, 4 KiB}. Same locking as LineDirty.
   std::vector<std::pair<uint64_t, AlignedBuffer>> TakeChangedPages(bool all);
   // After a failed write: every page is written again next time.
   void MarkAllChanged() { page_changed_.assign(pages_, true); }
-  // Heap bytes held (a count per region).
-  size_t MemoryBytes() const { return dirty_lines_.capacity() * sizeof(uint16_t) + pages_ / 8; }
+  // Heap bytes held (a bit per region and per page).
+  size_t MemoryBytes() const { return (regions_ + pages_) / 8; }
 
   // Reads the map of the cache `identity` describes from `cache`: the origin
   // ranges that may be stale. kCorruption when a page fails its checksum.
@@ -68,7 +75,7 @@ class DirtyMap {
   uint64_t lines_per_region_;
   uint32_t regions_;
   uint32_t pages_;
-  std::vector<uint16_t> dirty_lines_;  // per region, up to kStuck
+  std::vector<bool> dirty_;  // per region: has a dirty line
   std::vector<bool> page_changed_;
 };
 

@@ -368,6 +368,11 @@ class SlotTable {
                        const std::function<void(const std::string&)>& problem) EXCLUDES(mu_);
 
  private:
+  // FinishLoad's indexing thread: indexes `kept`, and returns a slot whose
+  // line another already has (kNotFound: none). mu_ is held by FinishLoad,
+  // which joins the thread before it lets go: the analysis cannot see a
+  // lock held on another thread's behalf.
+  uint32_t IndexForFinishLoad(const std::vector<uint32_t>& kept) NO_THREAD_SAFETY_ANALYSIS;
   size_t Index(uint32_t slot, uint32_t block) const {
     return static_cast<size_t>(slot) * blocks_per_line_ + block;
   }

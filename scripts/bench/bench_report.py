@@ -246,7 +246,11 @@ def metadata_lines(results):
             store = f"{r['writeback_store_bytes_per_write']:.0f} / {r['writethrough_store_bytes_per_write']:.0f}"
             iops = f"{r['writeback_4k_iops']:.0f} / {r['writethrough_4k_iops']:.0f}"
             flush = f"{r['flush_seconds']:.1f} s"
-        else:  # a size too large to flush into an origin beside the cache here
+        elif "writeback_4k_iops" in r:  # too large to flush into an origin beside the cache here
+            store = f"{r['writeback_store_bytes_per_write']:.0f} / not run"
+            iops = f"{r['writeback_4k_iops']:.0f} / not run"
+            flush = "not run"
+        else:
             store, iops, flush = "not run", "not run", "not run"
         mib = lambda b: f"{b / 2**20:.0f} MiB"
         lines.append(f"| {r['lines']:,} | {r['rss_bytes_per_line_empty']:.1f} / {r['rss_bytes_per_line_clean']:.1f} / "

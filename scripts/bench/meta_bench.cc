@@ -232,6 +232,8 @@ int Fill(const std::string& dir, uint64_t lines, uint64_t overwrites, bool flush
               PerLine(rss_dirty, lines), evictions, e.stats().dirty_lines,
               PerLine(dirty_written, lines));
   PrintStoreMemory(store_memory);
+  auto [wb_iops, wb_bytes] = RandomWrites(e, 2 * lines, lines, overwrites, chunk.data());
+  std::printf(", \"writeback_4k_iops\": %.0f, \"writeback_store_bytes_per_write\": %.1f", wb_iops, wb_bytes);
   if (crash) {
     std::printf("}\n");
     std::fflush(stdout);
@@ -241,8 +243,6 @@ int Fill(const std::string& dir, uint64_t lines, uint64_t overwrites, bool flush
     if (Status s = e.Sync(); !s.ok()) Die("sync", s);
     std::_Exit(0);  // the power fails with every line dirty
   }
-  auto [wb_iops, wb_bytes] = RandomWrites(e, 2 * lines, lines, overwrites, chunk.data());
-  std::printf(", \"writeback_4k_iops\": %.0f, \"writeback_store_bytes_per_write\": %.1f", wb_iops, wb_bytes);
   if (flush) {
     start = std::chrono::steady_clock::now();
     if (Status s = e.Flush(); !s.ok()) Die("flush", s);

@@ -164,5 +164,35 @@ TEST_P(SnapshotStartTest, AfterAPowerCutTheRecordsAreRead) {
 
 INSTANTIATE_TEST_SUITE_P(LineSizes, SnapshotStartTest, ::testing::Values(4096u, 16384u));
 
+// An origin of 2^33 lines (32 TiB, sparse in memory): lines past 2^32 take
+// the fifth byte of PackedLines. Lines on both sides of 2^32 come back
+// after a clean shutdown (the snapshot, with its high-bytes part), after a
+// start from the records, and after a power cut.
+TEST(WideOriginLinesTest, LinesPastTwoToThe32SurviveEveryKindOfStart) {
+  RigOptions options;
+  options.origin_size = (uint64_t{1} << 33) * 4096;
+  EngineRig rig(options);
+  EngineConfig config;
+  config.line_size = 4096;
+  config.background_cleaner = false;
+  config.sequential_cutoff = 0;
+  config.mode = CacheMode::kWriteBack;
+  ASSERT_TRUE(rig.Create(config).ok());
+  const uint64_t offsets[] = {0, (uint64_t{1} << 32) * 4096 - 4096, (uint64_t{1} << 32) * 4096,
+                              ((uint64_t{1} << 33) - 1) * 4096};
+  auto expect_all = [&](const char* after) {
+    for (uint32_t i = 0; i < 4; ++i) EXPECT_TRUE(HasPattern(rig.engine(), offsets[i], 4096, 10 + i)) << after;
+    EXPECT_EQ(rig.engine().stats().dirty_lines, 4u) << after;
+  };
+  for (uint32_t i = 0; i < 4; ++i) ASSERT_TRUE(WritePattern(rig.engine(), offsets[i], 4096, 10 + i).ok());
+  ASSERT_TRUE(rig.engine().Sync().ok());
+  ASSERT_TRUE(rig.Restart(config).ok());
+  EXPECT_TRUE(rig.engine().started_from_snapshot());
+  expect_all("a start from the snapshot");
+  ASSERT_TRUE(rig.PowerCutAndReopen(config, PowerCutMode::kDropUnsynced).ok());
+  EXPECT_FALSE(rig.engine().started_from_snapshot());
+  expect_all("a start from the records after a power cut");
+}
+
 }  // namespace
 }  // namespace cachecore::testing

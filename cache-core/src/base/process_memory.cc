@@ -1,12 +1,10 @@
 #include "cachecore/base/process_memory.h"
 
 #include <malloc.h>
-#include <cstdlib>
 
 namespace cachecore {
 
 void ReturnFreedMemoryPromptly() {
-  if (getenv("NO_MALLOPT")) return;
 #ifdef M_MMAP_THRESHOLD
   constexpr int kThreshold = 128 * 1024;
   // Setting either turns glibc's dynamic adjustment of both off.

@@ -88,8 +88,7 @@ struct Engine::Impl {
   uint64_t OriginOffset(uint64_t line, uint32_t block) const {
     return line * line_size + uint64_t{block} * kBlockSize;
   }
-  // Origin lines, the last one maybe cut short by the origin's end.
-  uint64_t OriginLines() const { return (identity.origin_size + line_size - 1) / line_size; }
+  uint64_t OriginLines() const { return cachecore::OriginLines(identity); }
   StripeLock& StripeOf(uint64_t line) { return stripes[StripeIndex(line)]; }
   static size_t StripeIndex(uint64_t line) { return (line * 0x9E3779B97F4A7C15ull >> 32) % kStripes; }
   CacheMode EffectiveMode() const {

@@ -28,8 +28,7 @@ SlotTable::SlotTable(uint32_t capacity, uint32_t blocks_per_line, const CacheIde
     : capacity_(capacity),
       blocks_per_line_(blocks_per_line),
       stats_(stats),
-      lines_(capacity, identity.line_size == 0 ? PackedLines::kMaxOriginLines
-                                               : (identity.origin_size + identity.line_size - 1) / identity.line_size),
+      lines_(capacity, OriginLines(identity)),
       // One block a line: the counts are its flags.
       slot_valid_blocks_(blocks_per_line > 1 ? capacity : 0, 0),
       slot_dirty_blocks_(blocks_per_line > 1 ? capacity : 0, 0),

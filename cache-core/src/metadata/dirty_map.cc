@@ -13,7 +13,7 @@ uint32_t PageCrc(const Uuid& uuid, const uint8_t* page) {
 }
 
 uint64_t RegionSizeFor(const CacheIdentity& id) {
-  uint64_t lines = (id.origin_size + id.line_size - 1) / id.line_size;
+  const uint64_t lines = OriginLines(id);
   uint64_t per_region = 1;
   while ((lines + per_region - 1) / per_region > kMaxDirtyRegions) per_region *= 2;
   return per_region * id.line_size;

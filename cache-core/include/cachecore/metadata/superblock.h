@@ -58,6 +58,12 @@ struct CacheIdentity {
   uint64_t line_count = 0;
 };
 
+// The origin's lines, the last one maybe cut short by its end.
+// REQUIRES: id.line_size > 0.
+inline uint64_t OriginLines(const CacheIdentity& id) {
+  return (id.origin_size + id.line_size - 1) / id.line_size;
+}
+
 // Lists what differs between two identities, one "field: a vs b" per entry,
 // separated by "; ". Empty when they match.
 std::string DescribeIdentityDifference(const CacheIdentity& expected, const CacheIdentity& found,

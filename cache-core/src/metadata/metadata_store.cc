@@ -253,11 +253,6 @@ Result<std::unique_ptr<MetadataStore>> MetadataStore::Open(const std::string& pa
   // log, which Sync() makes durable. This also keeps a close after an I/O
   // failure from doing more damage.
   o.avoid_flush_during_shutdown = true;
-  // The log a crash start replays is what the memtables hold: at RocksDB's
-  // 64 MiB a memtable, up to about 1.5 s of a start at ten million lines.
-  // 16 MiB bounds it near 0.3 s (and the memtables' RAM with it), for
-  // smaller level-0 tables and a little more compaction.
-  o.write_buffer_size = 16 << 20;
   o.disable_auto_compactions = options.defer_compactions && !options.read_only;
   o.listeners.push_back(std::make_shared<StopAtFirstError>());
   // The tables' index blocks in the block cache, under its cap: outside it

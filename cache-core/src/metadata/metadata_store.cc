@@ -244,6 +244,12 @@ Result<std::unique_ptr<MetadataStore>> MetadataStore::Open(const std::string& pa
   // tail: the engine's sync mark (superblock.h) catches that case.
   o.wal_recovery_mode = rocksdb::WALRecoveryMode::kTolerateCorruptedTailRecords;
   o.max_background_jobs = 2;
+  // What is not yet in a table a start after a crash replays from the log
+  // (up to two memtables): 16 MiB each, not RocksDB's 64, keeps that near
+  // 0.2 s, where a full 64 MiB log took 1.4 s of a start at ten million
+  // lines. The tables are flushed and compacted more often for it (RocksDB
+  // writes about 10 % more per client write).
+  o.write_buffer_size = 16 << 20;
   // Written far more than read (records only at a start): a vector memtable
   // appends each write and sorts once at a flush or a read; the default
   // skip list's comparisons were the record committer's largest cost.

@@ -8,6 +8,7 @@
 #include "cachecore/planning/advise.h"
 #include "cli_common.h"
 #include "commands.h"
+#include "policy_options.h"
 #include "plot.h"
 
 namespace cachectl {
@@ -19,8 +20,9 @@ namespace {
 
 void PrintJson(const AdviseOptions& o, const AdviseResult& r) {
   std::printf("{\"trace\": %s, \"requests\": %llu, \"accesses\": %llu, \"footprint_blocks\": %llu, "
-              "\"sampling_rate\": %.6f, \"curve\": [", JsonString(o.trace_path).c_str(), (unsigned long long)r.requests,
-              (unsigned long long)r.accesses, (unsigned long long)r.footprint_blocks, r.sampling_rate);
+              "\"sampling_rate\": %.6f, \"policy\": \"%s\", \"curve\": [", JsonString(o.trace_path).c_str(),
+              (unsigned long long)r.requests, (unsigned long long)r.accesses, (unsigned long long)r.footprint_blocks,
+              r.sampling_rate, PolicyName(o.policy));
   for (const CurvePoint& p : r.curve) {
     std::printf("%s{\"size_pct\": %u, \"cache_bytes\": %llu, \"hit_ratio\": %.4f, \"read_hit_ratio\": %.4f}",
                 p.size_pct == 1 ? "" : ", ", p.size_pct, (unsigned long long)p.cache_bytes, p.hit_ratio,
@@ -80,6 +82,8 @@ int RunAdvise(const std::vector<std::string>& args) {
                                            "blkparse (its text output) or msr (MSR Cambridge CSV)")
       ("plot", po::value(&plot), "also draw the curve into this PNG file (needs gnuplot)")
       ("json", "print one JSON object with a point at every whole percent");
+  PolicyOptions policy;
+  policy.Describe(desc);
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(desc).run(), vm);
@@ -96,6 +100,7 @@ int RunAdvise(const std::vector<std::string>& args) {
   Result<TraceFormat> format = ParseTraceFormat(format_text);
   if (!format.ok()) return Fail(kExitUsage, "advise: --format: " + format.status().message());
   o.format = format.value();
+  if (int code = policy.Take("advise", &o.policy, &o.promote_after_hits); code != 0) return code;
   std::string why;
   if (!plot.empty() && !CanWritePlot(plot, &why)) {
     return Fail(kExitUsage, "advise: --plot: cannot write " + plot + ": " + why);

@@ -1,4 +1,4 @@
-// cachectl replay --trace FILE --cache-size SIZE [--format F] [--line-size 4K] [--json]
+// cachectl replay --trace FILE --cache-size SIZE [--format F] [--line-size 4K] [--policy P] [--json]
 #include <boost/program_options.hpp>
 
 #include <cstdio>
@@ -7,6 +7,7 @@
 #include "cachecore/planning/replay.h"
 #include "cli_common.h"
 #include "commands.h"
+#include "policy_options.h"
 
 namespace cachectl {
 
@@ -21,17 +22,20 @@ void PrintJson(const ReplayOptions& o, const ReplayResult& r) {
       "{\"trace\": %s, \"line_size\": %u, \"cache_lines\": %llu, \"footprint_blocks\": %llu, "
       "\"requests\": %llu, \"accesses\": %llu, \"read_hits\": %llu, \"read_misses\": %llu, "
       "\"write_hits\": %llu, \"write_misses\": %llu, \"hit_ratio\": %.4f, "
-      "\"read_hit_ratio\": %.4f, \"evictions\": %llu, \"cleaner_writes\": %llu}\n",
+      "\"read_hit_ratio\": %.4f, \"evictions\": %llu, \"cleaner_writes\": %llu, "
+      "\"policy\": \"%s\", \"promote_after_hits\": %u}\n",
       JsonString(o.trace_path).c_str(), o.line_size, (unsigned long long)r.cache_lines,
       (unsigned long long)r.footprint_blocks, (unsigned long long)r.requests,
       (unsigned long long)r.accesses, (unsigned long long)s.read_hits,
       (unsigned long long)s.read_misses, (unsigned long long)s.write_hits,
       (unsigned long long)s.write_misses, s.hit_ratio(), s.read_hit_ratio(),
-      (unsigned long long)s.evictions, (unsigned long long)s.cleaner_writes);
+      (unsigned long long)s.evictions, (unsigned long long)s.cleaner_writes, PolicyName(o.policy),
+      o.promote_after_hits);
 }
 
-void PrintText(const ReplayResult& r) {
+void PrintText(const ReplayOptions& o, const ReplayResult& r) {
   const StatsSnapshot& s = r.stats;
+  std::printf("policy          %s\n", PolicyName(o.policy));
   std::printf("hit ratio       %.4f\n", s.hit_ratio());
   std::printf("read hit ratio  %.4f\n", s.read_hit_ratio());
   std::printf("accesses        %llu 4 KiB blocks in %llu requests\n",
@@ -47,6 +51,7 @@ int RunReplay(const std::vector<std::string>& args) {
       "cachectl replay --trace FILE --cache-size SIZE [options]\n\n"
       "example: cachectl replay --trace ../shared/traces/arc_P2.csv.zst --cache-size 10% --json\n\noptions");
   std::string trace, size_text, line_text = "4K", cutoff_text = "0", format_text = "csv";
+  PolicyOptions policy;
   desc.add_options()
       ("help,h", "show this help")
       ("trace", po::value(&trace)->required(), "trace file, plain or zstd")
@@ -56,6 +61,7 @@ int RunReplay(const std::vector<std::string>& args) {
       ("line-size", po::value(&line_text), "cache line size, 4K to 1M (default 4K)")
       ("seq-cutoff", po::value(&cutoff_text), "sequential cutoff (default 0: off)")
       ("json", "print one JSON object");
+  policy.Describe(desc);
   po::variables_map vm;
   try {
     po::store(po::command_line_parser(args).options(desc).run(), vm);
@@ -84,6 +90,7 @@ int RunReplay(const std::vector<std::string>& args) {
   Result<uint64_t> cutoff = ParseSize(cutoff_text);
   if (!cutoff.ok()) return Fail(kExitUsage, "replay: --seq-cutoff: " + cutoff.status().message());
   o.sequential_cutoff = cutoff.value();
+  if (int code = policy.Take("replay", &o.policy, &o.promote_after_hits); code != 0) return code;
 
   Result<ReplayResult> r = ReplayTrace(o);
   if (!r.ok()) {
@@ -91,7 +98,7 @@ int RunReplay(const std::vector<std::string>& args) {
     return Fail(code, "replay: " + r.status().message());
   }
   if (vm.count("json")) PrintJson(o, r.value());
-  else PrintText(r.value());
+  else PrintText(o, r.value());
   return kExitOk;
 }
 

@@ -14,9 +14,10 @@ namespace {
 
 std::string Trace(const std::string& name) { return std::string(CACHECTL_TRACES_DIR) + "/" + name; }
 
-double ReplayHitRatio(const std::string& trace, uint32_t pct) {
+double ReplayHitRatio(const std::string& trace, uint32_t pct, PolicyKind policy = PolicyKind::kS3Fifo) {
   ReplayOptions o;
   o.trace_path = trace;
+  o.policy = policy;
   o.cache_size = ParseCacheSize(std::to_string(pct) + "%").value();
   Result<ReplayResult> r = ReplayTrace(o);
   EXPECT_TRUE(r.ok()) << r.status().ToString();
@@ -38,6 +39,19 @@ TEST(AdviseTest, CurveMatchesReplayAtThreeSizes) {
   for (size_t i = 0; i < r->curve.size(); ++i) {
     EXPECT_EQ(r->curve[i].size_pct, i + 1);
     EXPECT_EQ(r->curve[i].cache_bytes, r->footprint_blocks * (i + 1) / 100 * 4096);
+  }
+}
+
+// Advise simulates the policy it is asked for, as replay runs it: every
+// candidate's curve against its replay through the engine, within a point.
+TEST(AdviseTest, EveryPolicysCurveMatchesItsReplay) {
+  for (PolicyKind k : {PolicyKind::kLru, PolicyKind::kArc, PolicyKind::kWTinyLfu}) {
+    AdviseOptions o;
+    o.trace_path = Trace("tencent_cbs_sample.csv.zst");
+    o.policy = k;
+    Result<AdviseResult> r = AdviseCacheSize(o);
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_NEAR(r->curve[4].hit_ratio, ReplayHitRatio(o.trace_path, 5, k), 0.01) << PolicyName(k);
   }
 }
 

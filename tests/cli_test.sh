@@ -33,6 +33,13 @@ expect 2 "not a percentage" -- replay --trace "$traces/arc_P2.csv.zst" --cache-s
 expect 2 "unknown size suffix" -- replay --trace "$traces/arc_P2.csv.zst" --cache-size 12Q
 expect 2 "line-size must be a power of two" -- replay --trace "$traces/arc_P2.csv.zst" --cache-size 1M --line-size 3K
 expect 1 "cannot open trace /nonexistent.csv" -- replay --trace /nonexistent.csv --cache-size 1M
+expect 2 "unknown policy 'clock' (s3fifo, lru, arc or wtinylfu)" -- replay --trace "$traces/arc_P2.csv.zst" --cache-size 1M --policy clock
+expect 2 "promote-after must be 0, 1 or 2" -- replay --trace "$traces/arc_P2.csv.zst" --cache-size 1M --promote-after 3
+# Each candidate runs and says which it was.
+for policy in lru arc wtinylfu; do
+  expect 0 "" -- replay --trace "$traces/tencent_cbs_sample.csv.zst" --cache-size 1% --policy "$policy" --json
+  grep -q "\"policy\": \"$policy\"" "$out" || fail "replay --policy $policy: $(cat "$out")"
+done
 "$cachectl" >/dev/null 2>"$err"; [ $? -eq 2 ] || fail "no arguments: wanted exit 2"
 grep -q "usage: cachectl" "$err" || fail "no arguments: no usage text"
 "$cachectl" --help | grep -q replay || fail "--help does not list replay"

@@ -351,7 +351,7 @@ TEST(S3FifoTest, RemovedAndReinsertedSlotsAreVictimsOnce) {
         }
         break;
       default: {
-        std::optional<uint32_t> v = policy->PickVictim(always, UINT64_MAX, UINT64_MAX);
+        std::optional<uint32_t> v = policy->PickVictim(next_key, always, UINT64_MAX, UINT64_MAX);
         ASSERT_EQ(v.has_value(), !tracked.empty());
         if (!v) break;
         ASSERT_EQ(tracked.count(*v), 1u) << "a victim the policy no longer tracks";
@@ -365,7 +365,7 @@ TEST(S3FifoTest, RemovedAndReinsertedSlotsAreVictimsOnce) {
   }
   // Every tracked slot comes out exactly once.
   std::set<uint32_t> seen;
-  while (auto v = policy->PickVictim(always, UINT64_MAX, UINT64_MAX)) {
+  while (auto v = policy->PickVictim(next_key, always, UINT64_MAX, UINT64_MAX)) {
     ASSERT_TRUE(seen.insert(*v).second);
     policy->OnRemove(*v);
   }

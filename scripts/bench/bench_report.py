@@ -314,6 +314,24 @@ def policy_table(results):
         best = max(ref.values())
         lines.append(f"| {r['trace']} | {r['size_pct']} % | {r['cachectl']:.4f} | {ref['LRU']:.4f} | "
                      f"{ref['ARC']:.4f} | {ref['S3-FIFO T2']:.4f} | {best:.4f} | {r['cachectl'] - best:+.4f} |")
+    lines.append("")
+    return lines + candidate_table(results["policy"])
+
+
+def candidate_table(rows):
+    """Each candidate `replay --policy` runs, through the engine, beside its README column."""
+    names = [n for n in ("S3-FIFO T1", "LRU", "ARC", "W-TinyLFU") if any(n in r.get("candidates", {}) for r in rows)]
+    if not names:
+        return []
+    lines = ["Each candidate through the engine (`cachectl replay --policy`), and in brackets the difference "
+             "from its column in ../shared/traces/README.md:", "",
+             "| trace | size | " + " | ".join(names) + " |", "|---|---|" + "---|" * len(names)]
+    for r in rows:
+        cells = []
+        for n in names:
+            ours = r["candidates"].get(n)
+            cells.append("-" if ours is None else f"{ours:.4f} ({ours - r['reference'][n]:+.4f})")
+        lines.append(f"| {r['trace']} | {r['size_pct']} % | " + " | ".join(cells) + " |")
     return lines + [""]
 
 

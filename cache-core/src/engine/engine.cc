@@ -149,7 +149,7 @@ Engine::Impl::Impl(const EngineDevices& devices, const EngineConfig& cfg, const 
       dirty_low_pct(cfg.dirty_low_pct),
       cleaner_batch_lines(cfg.cleaner_batch_lines),
       admission(cfg.sequential_cutoff, cfg.admit_after_misses),
-      slots(capacity, blocks_per_line, id, cfg.promote_after_hits, stats),
+      slots(capacity, blocks_per_line, id, cfg.policy, cfg.promote_after_hits, stats),
       pin_limit_lines(uint64_t{capacity} * kPinLimitPct / 100), heat(id.origin_size, id.line_size) {
   dev.origin = &origin_meter;
 }

@@ -24,7 +24,7 @@ constexpr uint64_t kReactorVictimLooks = 4096;
 }  // namespace
 
 SlotTable::SlotTable(uint32_t capacity, uint32_t blocks_per_line, const CacheIdentity& identity,
-                     uint32_t promote_after_hits, LiveStats& stats)
+                     PolicyKind policy, uint32_t promote_after_hits, LiveStats& stats)
     : capacity_(capacity),
       blocks_per_line_(blocks_per_line),
       stats_(stats),
@@ -39,8 +39,8 @@ SlotTable::SlotTable(uint32_t capacity, uint32_t blocks_per_line, const CacheIde
       free_(capacity),
       dirty_slots_((size_t{capacity} + 63) / 64, 0),
       unsettled_records_((size_t{capacity} + 63) / 64),
-      policy_(NewS3FifoPolicy(capacity, promote_after_hits,
-                              [this](uint32_t slot) { return lines_.Get(slot); })),
+      policy_(NewEvictionPolicy(policy, capacity, promote_after_hits,
+                                [this](uint32_t slot) { return lines_.Get(slot); })),
       dirty_map_(identity) {}
 
 uint64_t SlotTable::EnterWrite() {
@@ -282,9 +282,10 @@ bool SlotTable::TakeSlotLocked(uint32_t slot, uint64_t line) {
   return unsynced_evictions_.size() > kMaxUnsyncedEvictions;
 }
 
-std::optional<uint32_t> SlotTable::PickVictimLocked(VictimHandler& victims, uint64_t max_looks) {
+std::optional<uint32_t> SlotTable::PickVictimLocked(uint64_t incoming, VictimHandler& victims,
+                                                    uint64_t max_looks) {
   return policy_->PickVictim(
-      [&](uint32_t s) {
+      incoming, [&](uint32_t s) {
         mu_.AssertHeld();  // the policy calls back under mu_
         if (cleaning_.count(lines_.Get(s))) return false;  // on its way to the origin
         if (SlotDirtyLocked(s)) return false;  // never cleaned for a request
@@ -324,7 +325,7 @@ std::optional<uint32_t> SlotTable::TakeSlotWithoutWaiting(uint64_t line, VictimH
     sync_due = TakeSlotLocked(slot, line);
     return slot;
   }
-  std::optional<uint32_t> victim = PickVictimLocked(victims, kReactorVictimLooks);
+  std::optional<uint32_t> victim = PickVictimLocked(line, victims, kReactorVictimLooks);
   if (!victim) return std::nullopt;
   evicted = lines_.Get(*victim);
   EvictLocked(*victim);
@@ -352,7 +353,7 @@ std::optional<uint32_t> SlotTable::Allocate(uint64_t line, VictimHandler& victim
     sync_due = TakeSlotLocked(slot, line);
     return slot;
   }
-  std::optional<uint32_t> victim = PickVictimLocked(victims, UINT64_MAX);
+  std::optional<uint32_t> victim = PickVictimLocked(line, victims, UINT64_MAX);
   if (!victim) return std::nullopt;
   return HandOver(*victim, line, victims, sync_due);
 }

@@ -114,7 +114,7 @@ class WriteEpoch {
 class SlotTable {
  public:
   SlotTable(uint32_t capacity, uint32_t blocks_per_line, const CacheIdentity& identity,
-            uint32_t promote_after_hits, LiveStats& stats);
+            PolicyKind policy, uint32_t promote_after_hits, LiveStats& stats);
 
   uint32_t capacity() const { return capacity_; }
   uint32_t blocks_per_line() const { return blocks_per_line_; }
@@ -403,8 +403,10 @@ class SlotTable {
   bool TakeSlotLocked(uint32_t slot, uint64_t line) REQUIRES(mu_);
   void ListEvictionLocked(uint64_t line) REQUIRES(mu_);
   // A clean line not being cleaned that `victims` claims, before a few
-  // candidates are refused, among at most `max_looks`.
-  std::optional<uint32_t> PickVictimLocked(VictimHandler& victims, uint64_t max_looks) REQUIRES(mu_);
+  // candidates are refused, among at most `max_looks`, to make room for
+  // the line `incoming`.
+  std::optional<uint32_t> PickVictimLocked(uint64_t incoming, VictimHandler& victims, uint64_t max_looks)
+      REQUIRES(mu_);
   uint32_t HandOver(uint32_t slot, uint64_t line, VictimHandler& victims, bool& sync_due)
       REQUIRES(mu_);
   template <typename Fn>

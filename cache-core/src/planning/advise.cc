@@ -89,12 +89,12 @@ struct Counts {
 // The engine's policy at `lines` lines over the sample: a hit tells the
 // policy; a miss allocates (writes too, as in write-back), evicting the
 // policy's victim when full.
-Counts Simulate(const Sample& s, uint64_t lines, uint32_t promote_after) {
+Counts Simulate(const Sample& s, uint64_t lines, PolicyKind kind, uint32_t promote_after) {
   Counts c;
   std::vector<int32_t> slot_of(s.block_of_id.size(), -1);
   std::vector<uint32_t> id_in_slot(lines);
-  auto policy = NewS3FifoPolicy(static_cast<uint32_t>(lines), promote_after,
-                                [&](uint32_t slot) { return s.block_of_id[id_in_slot[slot]]; });
+  auto policy = NewEvictionPolicy(kind, static_cast<uint32_t>(lines), promote_after,
+                                  [&](uint32_t slot) { return s.block_of_id[id_in_slot[slot]]; });
   uint32_t used = 0;
   auto always = [](uint32_t) { return true; };
   for (uint32_t a : s.accesses) {
@@ -111,7 +111,7 @@ Counts Simulate(const Sample& s, uint64_t lines, uint32_t promote_after) {
     if (used < lines) {
       ++used;
     } else {
-      slot = *policy->PickVictim(always, UINT64_MAX, UINT64_MAX);
+      slot = *policy->PickVictim(s.block_of_id[id], always, UINT64_MAX, UINT64_MAX);
       policy->OnRemove(slot);
       slot_of[id_in_slot[slot]] = -1;
     }
@@ -141,7 +141,7 @@ Result<AdviseResult> AdviseCacheSize(const AdviseOptions& o) {
     for (uint32_t pct = next++; pct <= 100; pct = next++) {
       uint64_t lines = result.footprint_blocks * pct / 100;
       uint64_t sampled = std::llround(lines * result.sampling_rate);
-      Counts c = sampled > 0 ? Simulate(s, sampled, o.promote_after_hits) : Counts{};  // no cache: no hits
+      Counts c = sampled > 0 ? Simulate(s, sampled, o.policy, o.promote_after_hits) : Counts{};  // no cache: no hits
       CurvePoint& p = result.curve[pct - 1];
       p.size_pct = pct;
       p.cache_bytes = lines * kBlock;

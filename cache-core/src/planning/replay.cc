@@ -90,6 +90,8 @@ Result<ReplayResult> ReplayTrace(const ReplayOptions& o) {
   config.line_size = o.line_size;
   config.mode = o.mode;
   config.sequential_cutoff = o.sequential_cutoff;
+  config.policy = o.policy;
+  config.promote_after_hits = o.promote_after_hits;
   config.background_cleaner = false;  // the run is deterministic
   ReplayResult result;
   {

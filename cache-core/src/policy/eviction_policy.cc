@@ -5,43 +5,12 @@
 #include <vector>
 
 #include "policy/ghost_filter.h"
+#include "policy/slot_lists.h"
 #include "policy/slot_fifo.h"
 
 namespace cachecore {
 
 namespace {
-
-constexpr uint32_t kNil = UINT32_MAX;
-
-// Intrusive doubly linked FIFOs over slot numbers: no allocation per access.
-class SlotLists {
- public:
-  explicit SlotLists(uint32_t capacity) : prev_(capacity, kNil), next_(capacity, kNil) {}
-
-  struct List {
-    uint32_t head = kNil, tail = kNil, size = 0;
-  };
-
-  void PushHead(List& l, uint32_t s) {
-    prev_[s] = kNil;
-    next_[s] = l.head;
-    if (l.head != kNil) prev_[l.head] = s;
-    l.head = s;
-    if (l.tail == kNil) l.tail = s;
-    ++l.size;
-  }
-
-  void Unlink(List& l, uint32_t s) {
-    if (prev_[s] != kNil) next_[prev_[s]] = next_[s]; else l.head = next_[s];
-    if (next_[s] != kNil) prev_[next_[s]] = prev_[s]; else l.tail = prev_[s];
-    prev_[s] = next_[s] = kNil;
-    --l.size;
-  }
-  size_t MemoryBytes() const { return (prev_.capacity() + next_.capacity()) * sizeof(uint32_t); }
-
- private:
-  std::vector<uint32_t> prev_, next_;
-};
 
 // S3-FIFO's queues are rings of slot numbers (SlotFifo: 20 to 32 bits a
 // line where a linked list costs 64). A line removed from the middle (invalidated,
@@ -81,7 +50,7 @@ class S3Fifo : public EvictionPolicy {
     SetWhere(slot, kNone);
   }
 
-  std::optional<uint32_t> PickVictim(const std::function<bool(uint32_t)>& usable,
+  std::optional<uint32_t> PickVictim(uint64_t /*incoming*/, const std::function<bool(uint32_t)>& usable,
                                      uint64_t max_refusals, uint64_t max_looks) override {
     // Each occupied slot is looked at a bounded number of times (a main
     // line is re-queued at most 3 times before its frequency is spent).
@@ -231,7 +200,7 @@ class Lru : public EvictionPolicy {
     tracked_[slot] = false;
   }
   size_t MemoryBytes() const override { return lists_.MemoryBytes() + tracked_.capacity() / 8; }
-  std::optional<uint32_t> PickVictim(const std::function<bool(uint32_t)>& usable,
+  std::optional<uint32_t> PickVictim(uint64_t /*incoming*/, const std::function<bool(uint32_t)>& usable,
                                      uint64_t max_refusals, uint64_t max_looks) override {
     for (uint32_t n = 0; n < list_.size && n < std::min(max_refusals, max_looks); ++n) {
       uint32_t s = list_.tail;
@@ -257,6 +226,37 @@ std::unique_ptr<EvictionPolicy> NewS3FifoPolicy(uint32_t capacity, uint32_t prom
 
 std::unique_ptr<EvictionPolicy> NewLruPolicy(uint32_t capacity) {
   return std::make_unique<Lru>(capacity);
+}
+
+namespace {
+constexpr std::pair<PolicyKind, const char*> kPolicyNames[] = {
+    {PolicyKind::kS3Fifo, "s3fifo"}, {PolicyKind::kLru, "lru"},
+    {PolicyKind::kArc, "arc"}, {PolicyKind::kWTinyLfu, "wtinylfu"}};
+}  // namespace
+
+Result<PolicyKind> ParsePolicyName(const std::string& name) {
+  for (const auto& [kind, known] : kPolicyNames) {
+    if (name == known) return kind;
+  }
+  return Status::InvalidArgument("unknown policy '" + name + "' (s3fifo, lru, arc or wtinylfu)");
+}
+
+const char* PolicyName(PolicyKind kind) {
+  for (const auto& [known_kind, name] : kPolicyNames) {
+    if (kind == known_kind) return name;
+  }
+  return "unknown";
+}
+
+std::unique_ptr<EvictionPolicy> NewEvictionPolicy(PolicyKind kind, uint32_t capacity,
+                                                  uint32_t promote_after, KeyOfSlot key_of) {
+  switch (kind) {
+    case PolicyKind::kLru: return NewLruPolicy(capacity);
+    case PolicyKind::kArc: return NewArcPolicy(capacity, std::move(key_of));
+    case PolicyKind::kWTinyLfu: return NewWTinyLfuPolicy(capacity, std::move(key_of));
+    case PolicyKind::kS3Fifo: break;
+  }
+  return NewS3FifoPolicy(capacity, promote_after, std::move(key_of));
 }
 
 }  // namespace cachecore

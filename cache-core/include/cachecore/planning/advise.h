@@ -6,7 +6,7 @@
 // 4 KiB blocks (all of them when the footprint fits `max_sampled_blocks`;
 // otherwise the blocks whose hash falls under a threshold lowered as the
 // sample fills, as in SHARDS, Waldspurger et al., FAST 2015), and the
-// engine's own eviction policy (S3-FIFO) is simulated on that sample at each
+// engine's own eviction policy (S3-FIFO, or the one asked for) is simulated on that sample at each
 // size, scaled by the sampling rate: a miniature simulation (ATC 2017), so
 // the curve is that of cachectl's policy, not of LRU.
 #pragma once
@@ -17,6 +17,7 @@
 
 #include "cachecore/base/status.h"
 #include "cachecore/planning/trace_reader.h"
+#include "cachecore/policy/eviction_policy.h"
 
 namespace cachecore {
 
@@ -24,7 +25,8 @@ struct AdviseOptions {
   std::string trace_path;
   TraceFormat format = TraceFormat::kCsv;
   uint64_t max_sampled_blocks = 1 << 21;  // 8 GiB of footprint simulated block for block
-  uint32_t promote_after_hits = 1;        // the policy's setting (EngineConfig)
+  PolicyKind policy = PolicyKind::kS3Fifo;  // the policy simulated (EngineConfig's)
+  uint32_t promote_after_hits = 1;          // S3-FIFO's setting (EngineConfig)
   double target_share = 0.9;              // of the achievable hit ratio, for the recommendation
 };
 

@@ -8,6 +8,9 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
+
+#include "cachecore/base/status.h"
 
 namespace cachecore {
 
@@ -21,8 +24,10 @@ class EvictionPolicy {
   virtual void OnHit(uint32_t slot) = 0;
   // The line in `slot` is gone (invalidated or evicted).
   virtual void OnRemove(uint32_t slot) = 0;
-  // Chooses a victim among occupied slots. `usable` says whether a candidate
-  // may go now (it is not busy); candidates it refuses keep their place.
+  // Chooses a victim among occupied slots, to make room for the line
+  // `incoming` (its key: ARC's ghosts steer by it). `usable` says whether a candidate
+  // may go now (it is not busy); candidates it refuses keep their place. A
+  // candidate it accepts is claimed: the policy returns that one.
   // Returns nothing when no occupied slot is usable, once `usable` has
   // refused `max_refusals` candidates (a caller that must not walk a cache
   // full of lines it cannot take), or after `max_looks` candidates, refused
@@ -30,7 +35,7 @@ class EvictionPolicy {
   // long: a reactor; the next call goes on where this one stopped). With
   // no bound on looks the victim is the policy's own choice.
   // The caller removes the victim (OnRemove) before it picks again.
-  virtual std::optional<uint32_t> PickVictim(const std::function<bool(uint32_t)>& usable,
+  virtual std::optional<uint32_t> PickVictim(uint64_t incoming, const std::function<bool(uint32_t)>& usable,
                                              uint64_t max_refusals, uint64_t max_looks) = 0;
   // Heap bytes the policy holds.
   virtual size_t MemoryBytes() const = 0;
@@ -51,5 +56,27 @@ std::unique_ptr<EvictionPolicy> NewS3FifoPolicy(uint32_t capacity, uint32_t prom
 
 // Plain LRU, the baseline every other policy must beat.
 std::unique_ptr<EvictionPolicy> NewLruPolicy(uint32_t capacity);
+
+// ARC (Megiddo and Modha, FAST 2003), with exact ghost lists (about 60
+// bytes a line): a candidate to compare with (`cachectl replay --policy`).
+std::unique_ptr<EvictionPolicy> NewArcPolicy(uint32_t capacity, KeyOfSlot key_of);
+
+// W-TinyLFU (Caffeine's design) in its static layout: a 1 % LRU window, a
+// segmented LRU main area (80 % protected) and TinyLFU admission by a
+// 4-bit count-min sketch. About 11 bytes a line. A candidate to compare with.
+std::unique_ptr<EvictionPolicy> NewWTinyLfuPolicy(uint32_t capacity, KeyOfSlot key_of);
+
+// Which eviction policy an engine (and a replay) runs.
+enum class PolicyKind { kS3Fifo, kLru, kArc, kWTinyLfu };
+
+// "s3fifo", "lru", "arc" or "wtinylfu"; InvalidArgument naming the choices
+// for anything else.
+Result<PolicyKind> ParsePolicyName(const std::string& name);
+const char* PolicyName(PolicyKind kind);
+
+// The policy of `kind` over `capacity` slots; `promote_after` is
+// S3-FIFO's (ignored by the others), `key_of` as above.
+std::unique_ptr<EvictionPolicy> NewEvictionPolicy(PolicyKind kind, uint32_t capacity,
+                                                  uint32_t promote_after, KeyOfSlot key_of);
 
 }  // namespace cachecore

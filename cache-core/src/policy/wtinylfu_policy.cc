@@ -26,7 +26,8 @@ class WTinyLfu : public EvictionPolicy {
 
   void OnInsert(uint32_t slot, uint64_t key) override {
     OnRemove(slot);
-    sketch_.Increment(key);
+    if (counted_ != key) sketch_.Increment(key);  // PickVictim counted it already
+    counted_ = kNothingCounted;
     Put(slot, kWindow);
     // With free slots (the cache filling, or lines invalidated) the
     // window's overflow enters main without a duel: nothing need go.
@@ -55,16 +56,27 @@ class WTinyLfu : public EvictionPolicy {
   // `usable` claims the line it accepts, so only the line that goes is
   // asked. A busy line (a request holds it, often one this request just
   // brought in) is passed over without promoting it: the window's goes
-  // to the window's head (once the whole window has been passed over,
-  // main's lines go without a duel), probation's to its head (to
-  // protected when it is probation's only line), protected's to its head.
-  std::optional<uint32_t> PickVictim(uint64_t /*incoming*/, const std::function<bool(uint32_t)>& usable,
+  // to the window's head, probation's to its head (to protected when it
+  // is probation's only line), protected's to its head. Once the whole
+  // window has been passed over, the incoming line itself duels main's
+  // victim: when it loses, nothing goes and it is not cached.
+  std::optional<uint32_t> PickVictim(uint64_t incoming, const std::function<bool(uint32_t)>& usable,
                                      uint64_t max_refusals, uint64_t max_looks) override {
+    CountAccess(incoming);  // an access whether or not the line is let in
     const uint64_t tracked = list(kWindow).size + list(kProbation).size + list(kProtected).size;
     uint64_t looks = std::min<uint64_t>(3 * tracked + 3, max_looks), refusals = 0, window_passed = 0;
     while (looks-- > 0 && tracked > 0) {
-      const bool duel = window_passed < list(kWindow).size;
-      const Contest c = duel ? Duel() : Contest{MainEmpty() ? list(kWindow).tail : MainVictim(), false};
+      Contest c;
+      if (window_passed < list(kWindow).size) {
+        c = Duel();
+      } else if (MainEmpty()) {
+        return std::nullopt;  // the window is every line, and busy
+      } else if (list(kWindow).size > 0 &&
+                 sketch_.Estimate(incoming) <= sketch_.Estimate(key_of_(MainVictim()))) {
+        return std::nullopt;
+      } else {
+        c = {MainVictim(), false};
+      }
       if (usable(c.loser)) {
         if (c.candidate_won) Move(list(kWindow).tail, kProbation);
         return c.loser;
@@ -100,6 +112,12 @@ class WTinyLfu : public EvictionPolicy {
   }
   bool MainEmpty() { return list(kProbation).size + list(kProtected).size == 0; }
 
+  void CountAccess(uint64_t key) {
+    if (counted_ == key) return;  // asked again for the same line
+    sketch_.Increment(key);
+    counted_ = key;
+  }
+
   struct Contest {
     uint32_t loser;      // the line that should go
     bool candidate_won;  // the window's candidate then enters probation
@@ -124,6 +142,8 @@ class WTinyLfu : public EvictionPolicy {
   FrequencySketch sketch_;
   KeyOfSlot key_of_;
   uint32_t window_target_, protected_target_;
+  static constexpr uint64_t kNothingCounted = UINT64_MAX;
+  uint64_t counted_ = kNothingCounted;  // the incoming key PickVictim counted
 };
 
 }  // namespace

@@ -28,7 +28,9 @@ class EvictionPolicy {
   // `incoming` (its key: ARC's ghosts steer by it). `usable` says whether a candidate
   // may go now (it is not busy); candidates it refuses keep their place. A
   // candidate it accepts is claimed: the policy returns that one.
-  // Returns nothing when no occupied slot is usable, once `usable` has
+  // Returns nothing when the policy would not let `incoming` in at this
+  // price (W-TinyLFU's admission, when every line of its window is busy),
+  // when no occupied slot is usable, once `usable` has
   // refused `max_refusals` candidates (a caller that must not walk a cache
   // full of lines it cannot take), or after `max_looks` candidates, refused
   // or given another round for their hits (a caller that must not take

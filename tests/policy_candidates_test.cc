@@ -235,6 +235,63 @@ TEST(PolicyContractTest, VictimsAreTrackedUsableSlotsEachOnce) {
   }
 }
 
+// A line W-TinyLFU keeps out (its whole window busy, its count not above
+// main's victim's) has each later miss counted all the same, so it gets
+// in once it has been asked for more often than the victim. (Its first
+// refusal once left it counted for good: refused forever.)
+TEST(WTinyLfuTest, EveryMissOfALineKeptOutIsCounted) {
+  constexpr uint32_t kSlots = 100;
+  std::vector<uint64_t> key(kSlots);
+  auto policy = NewEvictionPolicy(PolicyKind::kWTinyLfu, kSlots, 1, [&](uint32_t s) { return key[s]; });
+  for (uint32_t s = 0; s < kSlots; ++s) {  // main's lines seen twice, the window's (slot 99) once
+    key[s] = s;
+    policy->OnInsert(s, s);
+    if (s + 1 < kSlots) policy->OnHit(s);
+  }
+  auto window_busy = [](uint32_t s) { return s != kSlots - 1; };
+  const uint64_t kOutsider = 5000;
+  EXPECT_FALSE(policy->PickVictim(kOutsider, window_busy, UINT64_MAX, UINT64_MAX).has_value());  // 1 <= 2
+  EXPECT_FALSE(policy->PickVictim(kOutsider, window_busy, UINT64_MAX, UINT64_MAX).has_value());  // 2 <= 2
+  std::optional<uint32_t> v = policy->PickVictim(kOutsider, window_busy, UINT64_MAX, UINT64_MAX);  // 3 > 2
+  ASSERT_TRUE(v.has_value()) << "the third miss is not counted";
+  EXPECT_NE(*v, kSlots - 1);
+}
+
+// ARC: a key whose ghost PickVictim took (it moves p first) is put back
+// when no victim could be had, so its next miss still finds it there and
+// moves p to favour T1, whose lines then stay. (It was lost once
+// PickVictim ran for another key: a T1 line went instead.)
+TEST(ArcTest, AGhostTakenForAMissWithoutAVictimIsKept) {
+  std::vector<uint64_t> key(4);
+  auto policy = NewEvictionPolicy(PolicyKind::kArc, 4, 1, [&](uint32_t s) { return key[s]; });
+  auto all = [](uint32_t) { return true; };
+  auto none = [](uint32_t) { return false; };
+  auto place = [&](uint32_t s, uint64_t k) {
+    key[s] = k;
+    policy->OnInsert(s, k);
+  };
+  auto evict_for = [&](uint64_t k) {
+    std::optional<uint32_t> v = policy->PickVictim(k, all, UINT64_MAX, UINT64_MAX);
+    EXPECT_TRUE(v.has_value());
+    policy->OnRemove(*v);
+    place(*v, k);
+    return *v;
+  };
+  enum : uint64_t { A = 1, B, C, D, X, Y };
+  place(0, A);
+  place(1, B);
+  place(2, X);
+  place(3, Y);
+  policy->OnHit(2);  // X and Y to T2; T1 holds A and B
+  policy->OnHit(3);
+  EXPECT_EQ(evict_for(C), 0u);  // A, T1's oldest, goes: its ghost in B1
+  // A's miss moves p to 1; B, T1's oldest, is refused (to T1's head).
+  EXPECT_FALSE(policy->PickVictim(A, none, 1, UINT64_MAX).has_value());
+  EXPECT_EQ(evict_for(D), 0u);  // C goes (T1 over p)
+  // A's ghost again: p to 2, so T2's oldest (X) goes, not T1's.
+  EXPECT_EQ(evict_for(A), 2u) << "A's ghost was lost";
+}
+
 // Estimates never fall below the true count (to the cap of 15) and are
 // exact for a few keys in a wide sketch; aging halves them.
 TEST(FrequencySketchTest, EstimatesBoundTheCountsAndAgingHalvesThem) {

@@ -131,10 +131,10 @@ class Arc : public EvictionPolicy {
           return s;
         }
         Move(s, w);  // busy: another round at its list's head
-        if (++refusals >= max_refusals) return std::nullopt;
+        if (++refusals >= max_refusals) return NoVictim();
       }
     }
-    return std::nullopt;
+    return NoVictim();
   }
 
   size_t MemoryBytes() const override { return lists_.MemoryBytes() + where_.capacity() + ghosts_.MemoryBytes(); }
@@ -150,6 +150,14 @@ class Arc : public EvictionPolicy {
   void Move(uint32_t slot, Where to) {
     lists_.MoveToHead(list(where_[slot]), list(to), slot);
     where_[slot] = to;
+  }
+
+  // No insert follows: the incoming key goes back to its ghost list (p
+  // stays moved: its miss happened).
+  std::optional<uint32_t> NoVictim() {
+    if (pending_ && pending_->ghost) ghosts_.Add(*pending_->ghost, pending_->key);
+    pending_.reset();
+    return std::nullopt;
   }
 
   // Takes `key` out of its ghost list, if it is in one, and moves p: a

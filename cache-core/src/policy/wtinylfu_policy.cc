@@ -55,7 +55,7 @@ class WTinyLfu : public EvictionPolicy {
 
   // `usable` claims the line it accepts, so only the line that goes is
   // asked. A busy line (a request holds it, often one this request just
-  // brought in) is passed over without promoting it: the window's goes
+  // brought in) is passed over, not promoted for it: the window's goes
   // to the window's head, probation's to its head (to protected when it
   // is probation's only line), protected's to its head. Once the whole
   // window has been passed over, the incoming line itself duels main's
@@ -63,6 +63,21 @@ class WTinyLfu : public EvictionPolicy {
   std::optional<uint32_t> PickVictim(uint64_t incoming, const std::function<bool(uint32_t)>& usable,
                                      uint64_t max_refusals, uint64_t max_looks) override {
     CountAccess(incoming);  // an access whether or not the line is let in
+    std::optional<uint32_t> victim = Choose(incoming, usable, max_refusals, max_looks);
+    // No insert follows: the line's next miss is another access to count.
+    if (!victim) counted_ = kNothingCounted;
+    return victim;
+  }
+
+  size_t MemoryBytes() const override {
+    return lists_.MemoryBytes() + where_.capacity() + sketch_.MemoryBytes();
+  }
+
+ private:
+  enum Where : uint8_t { kNone = 0, kWindow = 1, kProbation = 2, kProtected = 3 };
+
+  std::optional<uint32_t> Choose(uint64_t incoming, const std::function<bool(uint32_t)>& usable,
+                                 uint64_t max_refusals, uint64_t max_looks) {
     const uint64_t tracked = list(kWindow).size + list(kProbation).size + list(kProtected).size;
     uint64_t looks = std::min<uint64_t>(3 * tracked + 3, max_looks), refusals = 0, window_passed = 0;
     while (looks-- > 0 && tracked > 0) {
@@ -88,13 +103,6 @@ class WTinyLfu : public EvictionPolicy {
     }
     return std::nullopt;
   }
-
-  size_t MemoryBytes() const override {
-    return lists_.MemoryBytes() + where_.capacity() + sketch_.MemoryBytes();
-  }
-
- private:
-  enum Where : uint8_t { kNone = 0, kWindow = 1, kProbation = 2, kProtected = 3 };
 
   SlotLists::List& list(Where w) { return lists_by_where_[w]; }
   void Put(uint32_t slot, Where w) {

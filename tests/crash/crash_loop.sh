@@ -53,6 +53,10 @@ for cycle in $(seq 1 "$CYCLES"); do
   [ -n "$op" ] && sleep "0.$((RANDOM % 3))$((RANDOM % 10))"
   pid=$(cat "$W/run/vol/pid" 2>/dev/null)
   [ -n "$pid" ] && kill -9 "$pid" 2>/dev/null
+  # Gone before the restart: a process killed in the middle of I/O exits
+  # once its requests are cancelled, and until then its control socket
+  # still answers (start rightly says the cache is running).
+  for _ in $(seq 1 200); do [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || break; sleep 0.05; done
   wait "$writer" || die "writer: $(cat "$W/writer.out")"
   [ -n "$op" ] && wait "$op"
   # Back up: the cache restarts warm, or, where the detach had finished,

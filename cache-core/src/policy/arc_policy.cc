@@ -83,7 +83,7 @@ class GhostLists {
 class Arc : public EvictionPolicy {
  public:
   Arc(uint32_t capacity, KeyOfSlot key_of)
-      : lists_(capacity), where_(capacity, kNone), ghosts_(capacity), key_of_(std::move(key_of)),
+      : segments_(capacity), ghosts_(capacity), key_of_(std::move(key_of)),
         capacity_(capacity) {}
 
   void OnInsert(uint32_t slot, uint64_t key) override {
@@ -92,21 +92,16 @@ class Arc : public EvictionPolicy {
     if (pending_ && pending_->key == key) ghost = pending_->ghost;  // PickVictim saw it come
     else ghost = TakeGhost(key);
     pending_.reset();
-    Put(slot, ghost ? kT2 : kT1);
+    segments_.Put(slot, ghost ? kT2 : kT1);
     TrimGhosts();
   }
 
   void OnHit(uint32_t slot) override {
-    if (where_[slot] == kNone) return;  // a line the engine keeps out of the policy (pinned)
-    Move(slot, kT2);
+    if (WhereOf(slot) == kNone) return;  // a line the engine keeps out of the policy (pinned)
+    segments_.Move(slot, kT2);
   }
 
-  void OnRemove(uint32_t slot) override {
-    const Where w = where_[slot];
-    if (w == kNone) return;
-    lists_.Unlink(list(w), slot);
-    where_[slot] = kNone;
-  }
+  void OnRemove(uint32_t slot) override { segments_.Remove(slot); }
 
   // As the paper's order has it: the incoming key leaves its ghost list
   // and moves p first, then REPLACE chooses (the key's ghost list breaks
@@ -130,27 +125,20 @@ class Arc : public EvictionPolicy {
           ghosts_.Add(w == kT1 ? GhostLists::kB1 : GhostLists::kB2, key_of_(s));
           return s;
         }
-        Move(s, w);  // busy: another round at its list's head
+        segments_.Move(s, w);  // busy: another round at its list's head
         if (++refusals >= max_refusals) return NoVictim();
       }
     }
     return NoVictim();
   }
 
-  size_t MemoryBytes() const override { return lists_.MemoryBytes() + where_.capacity() + ghosts_.MemoryBytes(); }
+  size_t MemoryBytes() const override { return segments_.MemoryBytes() + ghosts_.MemoryBytes(); }
 
  private:
   enum Where : uint8_t { kNone = 0, kT1 = 1, kT2 = 2 };
 
-  SlotLists::List& list(Where w) { return lists_by_where_[w]; }
-  void Put(uint32_t slot, Where w) {
-    lists_.PushHead(list(w), slot);
-    where_[slot] = w;
-  }
-  void Move(uint32_t slot, Where to) {
-    lists_.MoveToHead(list(where_[slot]), list(to), slot);
-    where_[slot] = to;
-  }
+  const SlotLists::List& list(Where w) const { return segments_.list(w); }
+  Where WhereOf(uint32_t slot) const { return static_cast<Where>(segments_.Of(slot)); }
 
   // No insert follows: the incoming key goes back to its ghost list (p
   // stays moved: its miss happened).
@@ -182,9 +170,7 @@ class Arc : public EvictionPolicy {
     }
   }
 
-  SlotLists lists_;
-  SlotLists::List lists_by_where_[3];  // by Where (kNone's unused)
-  std::vector<Where> where_;
+  SlotSegments segments_;
   GhostLists ghosts_;
   KeyOfSlot key_of_;
   uint32_t capacity_;

@@ -238,7 +238,11 @@ Result<PolicyKind> ParsePolicyName(const std::string& name) {
   for (const auto& [kind, known] : kPolicyNames) {
     if (name == known) return kind;
   }
-  return Status::InvalidArgument("unknown policy '" + name + "' (s3fifo, lru, arc or wtinylfu)");
+  std::string known;
+  for (size_t i = 0; i < std::size(kPolicyNames); ++i) {
+    known += (i == 0 ? "" : i + 1 == std::size(kPolicyNames) ? " or " : ", ") + std::string(kPolicyNames[i].second);
+  }
+  return Status::InvalidArgument("unknown policy '" + name + "' (" + known + ")");
 }
 
 const char* PolicyName(PolicyKind kind) {

@@ -1,5 +1,6 @@
 // Intrusive doubly linked lists over slot numbers: a slot is in at most
 // one list of a SlotLists at a time, and moving it costs no allocation.
+// SlotSegments adds which list each slot is in.
 // Not thread-safe. Not a public header.
 #pragma once
 
@@ -47,6 +48,41 @@ class SlotLists {
 
  private:
   std::vector<uint32_t> prev_, next_;
+};
+
+// Slots in segments 1 to kMaxSegment (a policy's queues: ARC's T1 and T2,
+// W-TinyLFU's window, probation and protected), each a list, and which
+// segment each slot is in (kNone: none, not tracked).
+class SlotSegments {
+ public:
+  static constexpr uint8_t kNone = 0, kMaxSegment = 3;
+
+  explicit SlotSegments(uint32_t capacity) : lists_(capacity), segment_(capacity, kNone) {}
+
+  uint8_t Of(uint32_t s) const { return segment_[s]; }
+  const SlotLists::List& list(uint8_t segment) const { return segments_[segment]; }
+  // The newest of `segment`. REQUIRES: `s` is in none.
+  void Put(uint32_t s, uint8_t segment) {
+    lists_.PushHead(segments_[segment], s);
+    segment_[s] = segment;
+  }
+  // The newest of `to` (its own segment: made the newest). REQUIRES: `s` is in one.
+  void Move(uint32_t s, uint8_t to) {
+    lists_.MoveToHead(segments_[segment_[s]], segments_[to], s);
+    segment_[s] = to;
+  }
+  // Out of its segment; nothing when it is in none.
+  void Remove(uint32_t s) {
+    if (segment_[s] == kNone) return;
+    lists_.Unlink(segments_[segment_[s]], s);
+    segment_[s] = kNone;
+  }
+  size_t MemoryBytes() const { return lists_.MemoryBytes() + segment_.capacity(); }
+
+ private:
+  SlotLists lists_;
+  SlotLists::List segments_[kMaxSegment + 1];  // kNone's unused
+  std::vector<uint8_t> segment_;
 };
 
 }  // namespace cachecore

@@ -20,7 +20,7 @@ namespace {
 class WTinyLfu : public EvictionPolicy {
  public:
   WTinyLfu(uint32_t capacity, KeyOfSlot key_of)
-      : lists_(capacity), where_(capacity, kNone), sketch_(capacity), key_of_(std::move(key_of)),
+      : segments_(capacity), sketch_(capacity), key_of_(std::move(key_of)),
         window_target_(std::max<uint32_t>(1, capacity / 100)),
         protected_target_(std::max<uint32_t>(1, (capacity - window_target_) * 4 / 5)) {}
 
@@ -28,30 +28,25 @@ class WTinyLfu : public EvictionPolicy {
     OnRemove(slot);
     if (counted_ != key) sketch_.Increment(key);  // PickVictim counted it already
     counted_ = kNothingCounted;
-    Put(slot, kWindow);
+    segments_.Put(slot, kWindow);
     // With free slots (the cache filling, or lines invalidated) the
     // window's overflow enters main without a duel: nothing need go.
-    if (list(kWindow).size > window_target_) Move(list(kWindow).tail, kProbation);
+    if (list(kWindow).size > window_target_) segments_.Move(list(kWindow).tail, kProbation);
   }
 
   void OnHit(uint32_t slot) override {
-    const Where w = where_[slot];
+    const Where w = WhereOf(slot);
     if (w == kNone) return;  // a line the engine keeps out of the policy (pinned)
     sketch_.Increment(key_of_(slot));
     if (w == kProbation) {
-      Move(slot, kProtected);
-      if (list(kProtected).size > protected_target_) Move(list(kProtected).tail, kProbation);
+      segments_.Move(slot, kProtected);
+      if (list(kProtected).size > protected_target_) segments_.Move(list(kProtected).tail, kProbation);
     } else {
-      Move(slot, w);
+      segments_.Move(slot, w);
     }
   }
 
-  void OnRemove(uint32_t slot) override {
-    const Where w = where_[slot];
-    if (w == kNone) return;
-    lists_.Unlink(list(w), slot);
-    where_[slot] = kNone;
-  }
+  void OnRemove(uint32_t slot) override { segments_.Remove(slot); }
 
   // `usable` claims the line it accepts, so only the line that goes is
   // asked. A busy line (a request holds it, often one this request just
@@ -70,7 +65,7 @@ class WTinyLfu : public EvictionPolicy {
   }
 
   size_t MemoryBytes() const override {
-    return lists_.MemoryBytes() + where_.capacity() + sketch_.MemoryBytes();
+    return segments_.MemoryBytes() + sketch_.MemoryBytes();
   }
 
  private:
@@ -93,26 +88,19 @@ class WTinyLfu : public EvictionPolicy {
         c = {MainVictim(), false};
       }
       if (usable(c.loser)) {
-        if (c.candidate_won) Move(list(kWindow).tail, kProbation);
+        if (c.candidate_won) segments_.Move(list(kWindow).tail, kProbation);
         return c.loser;
       }
-      const Where w = where_[c.loser];
+      const Where w = WhereOf(c.loser);
       if (w == kWindow) ++window_passed;
-      Move(c.loser, w == kProbation && list(kProbation).size == 1 ? kProtected : w);
+      segments_.Move(c.loser, w == kProbation && list(kProbation).size == 1 ? kProtected : w);
       if (++refusals >= max_refusals) break;
     }
     return std::nullopt;
   }
 
-  SlotLists::List& list(Where w) { return lists_by_where_[w]; }
-  void Put(uint32_t slot, Where w) {
-    lists_.PushHead(list(w), slot);
-    where_[slot] = w;
-  }
-  void Move(uint32_t slot, Where to) {
-    lists_.MoveToHead(list(where_[slot]), list(to), slot);
-    where_[slot] = to;
-  }
+  const SlotLists::List& list(Where w) const { return segments_.list(w); }
+  Where WhereOf(uint32_t slot) const { return static_cast<Where>(segments_.Of(slot)); }
 
   // Main's oldest line: probation's, or protected's when probation is empty.
   uint32_t MainVictim() {
@@ -144,9 +132,7 @@ class WTinyLfu : public EvictionPolicy {
     return {candidate, false};
   }
 
-  SlotLists lists_;
-  SlotLists::List lists_by_where_[4];  // by Where (kNone's unused)
-  std::vector<Where> where_;
+  SlotSegments segments_;
   FrequencySketch sketch_;
   KeyOfSlot key_of_;
   uint32_t window_target_, protected_target_;

@@ -67,6 +67,7 @@ StatsReply StatsOf(Daemon& d) {
   // The cleaner's controller: what it does now, the bytes a second it
   // cleaned over its last second, the writes it slowed (dirty past high).
   kv("cleaner_state", s.cleaner_state);
+  kv("policy", s.policy);
   num("writeback_rate", s.writeback_rate_bytes);
   num("throttled_writes", s.throttled_writes);
   // requests.KIND: FUA writes and flushes as the front ends received them.

@@ -19,8 +19,8 @@ class PolicyOptions {
   int Take(const std::string& verb, cachecore::PolicyKind* kind, uint32_t* promote_after) const;
 
  private:
-  std::string name_ = "s3fifo";
-  uint32_t promote_after_ = 1;
+  std::string name_ = "adaptive";
+  std::string promote_after_;  // s3fifo's: "0", "1" or "2"; empty when not given (1, T2)
 };
 
 }  // namespace cachectl

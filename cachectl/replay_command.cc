@@ -23,19 +23,21 @@ void PrintJson(const ReplayOptions& o, const ReplayResult& r) {
       "\"requests\": %llu, \"accesses\": %llu, \"read_hits\": %llu, \"read_misses\": %llu, "
       "\"write_hits\": %llu, \"write_misses\": %llu, \"hit_ratio\": %.4f, "
       "\"read_hit_ratio\": %.4f, \"evictions\": %llu, \"cleaner_writes\": %llu, "
-      "\"policy\": \"%s\", \"promote_after_hits\": %u}\n",
+      "\"policy\": \"%s\", \"promote_after_hits\": %s, \"policy_state\": %s}\n",
       JsonString(o.trace_path).c_str(), o.line_size, (unsigned long long)r.cache_lines,
       (unsigned long long)r.footprint_blocks, (unsigned long long)r.requests,
       (unsigned long long)r.accesses, (unsigned long long)s.read_hits,
       (unsigned long long)s.read_misses, (unsigned long long)s.write_hits,
       (unsigned long long)s.write_misses, s.hit_ratio(), s.read_hit_ratio(),
       (unsigned long long)s.evictions, (unsigned long long)s.cleaner_writes, PolicyName(o.policy),
-      o.promote_after_hits);
+      // S3-FIFO's setting; the adaptive policy chooses its own.
+      o.policy == PolicyKind::kS3Fifo ? std::to_string(o.promote_after_hits).c_str() : "null",
+      JsonString(s.policy).c_str());
 }
 
 void PrintText(const ReplayOptions& o, const ReplayResult& r) {
   const StatsSnapshot& s = r.stats;
-  std::printf("policy          %s\n", PolicyName(o.policy));
+  std::printf("policy          %s\n", s.policy.c_str());
   std::printf("hit ratio       %.4f\n", s.hit_ratio());
   std::printf("read hit ratio  %.4f\n", s.read_hit_ratio());
   std::printf("accesses        %llu 4 KiB blocks in %llu requests\n",

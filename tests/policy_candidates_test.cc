@@ -1,4 +1,4 @@
-// The eviction policies a replay can compare (s3fifo, lru, arc, wtinylfu):
+// The eviction policies a replay can compare (adaptive, s3fifo, lru, arc, wtinylfu):
 // each against hand-worked sequences (a scan, a loop larger than the cache,
 // a hot set with noise), and all of them against the contract the engine
 // relies on (a victim is a slot the policy tracks, each once; busy slots
@@ -14,72 +14,13 @@
 
 #include "../cache-core/src/policy/frequency_sketch.h"
 #include "cachecore/policy/eviction_policy.h"
+#include "policy_test_cache.h"
 
 namespace cachecore {
 namespace {
 
-// A cache of `capacity` lines run by one policy, as the engine runs it: a
-// hit tells the policy, a miss takes a free slot or the policy's victim.
-class Cache {
- public:
-  Cache(PolicyKind kind, uint32_t capacity)
-      : key_(capacity),
-        policy_(NewEvictionPolicy(kind, capacity, 1, [this](uint32_t s) { return key_[s]; })),
-        capacity_(capacity) {}
-
-  // Lines brought in by the last `n` misses are busy (a request of n lines
-  // holds them), as the engine's stripes make them: not usable as victims.
-  void HoldLastInserted(size_t n) { held_ = n; }
-
-  // True on a hit.
-  bool Access(uint64_t key) {
-    auto it = slot_of_.find(key);
-    if (it != slot_of_.end()) {
-      policy_->OnHit(it->second);
-      return true;
-    }
-    uint32_t slot = static_cast<uint32_t>(slot_of_.size());
-    if (slot == capacity_) {
-      auto usable = [&](uint32_t s) {
-        return std::find(recent_.end() - std::min(held_, recent_.size()), recent_.end(), s) == recent_.end();
-      };
-      std::optional<uint32_t> v = policy_->PickVictim(key, usable, 64, UINT64_MAX);
-      if (!v) return false;  // every line busy, or the policy would not let `key` in: not cached
-      slot = *v;
-      policy_->OnRemove(slot);
-      slot_of_.erase(key_[slot]);
-    }
-    key_[slot] = key;
-    slot_of_[key] = slot;
-    policy_->OnInsert(slot, key);
-    recent_.push_back(slot);
-    if (recent_.size() > 64) recent_.erase(recent_.begin());
-    return false;
-  }
-
-  uint64_t Hits(const std::vector<uint64_t>& keys) {
-    uint64_t hits = 0;
-    for (uint64_t k : keys) hits += Access(k);
-    return hits;
-  }
-
- private:
-  std::vector<uint64_t> key_;
-  std::unordered_map<uint64_t, uint32_t> slot_of_;
-  std::unique_ptr<EvictionPolicy> policy_;
-  uint32_t capacity_;
-  std::vector<uint32_t> recent_;  // the slots of the latest misses, oldest first
-  size_t held_ = 0;
-};
-
-std::vector<uint64_t> Range(uint64_t first, uint64_t end) {
-  std::vector<uint64_t> keys;
-  for (uint64_t k = first; k < end; ++k) keys.push_back(k);
-  return keys;
-}
-
 TEST(PolicyNamesTest, EveryNameRoundTripsAndOthersAreRefusedNamingTheChoices) {
-  for (PolicyKind k : {PolicyKind::kS3Fifo, PolicyKind::kLru, PolicyKind::kArc, PolicyKind::kWTinyLfu}) {
+  for (PolicyKind k : {PolicyKind::kAdaptive, PolicyKind::kS3Fifo, PolicyKind::kLru, PolicyKind::kArc, PolicyKind::kWTinyLfu}) {
     Result<PolicyKind> parsed = ParsePolicyName(PolicyName(k));
     ASSERT_TRUE(parsed.ok()) << PolicyName(k);
     EXPECT_EQ(*parsed, k);
@@ -107,7 +48,8 @@ TEST(LruPolicyTest, EvictsTheLeastRecentlyUsedByHand) {
 // main) outlives a scan of ten times the cache's size of keys seen once;
 // LRU loses it.
 TEST(PolicyScanTest, AHotSetSeenTwiceOutlivesAScanExceptUnderLru) {
-  for (PolicyKind k : {PolicyKind::kS3Fifo, PolicyKind::kArc, PolicyKind::kWTinyLfu, PolicyKind::kLru}) {
+  for (PolicyKind k : {PolicyKind::kAdaptive, PolicyKind::kS3Fifo, PolicyKind::kArc, PolicyKind::kWTinyLfu,
+                       PolicyKind::kLru}) {
     Cache c(k, 100);
     const std::vector<uint64_t> hot = Range(0, 40);
     c.Hits(hot);
@@ -146,7 +88,8 @@ TEST(PolicyScanTest, BusyLinesOfAScanAreNotPromotedOverLinesSeenTwice) {
 // (the sketch keeps the old lines against new ones) keep part of it.
 TEST(PolicyLoopTest, ALoopLargerThanTheCacheDefeatsLruAndArc) {
   const std::vector<uint64_t> loop = Range(0, 150);
-  for (PolicyKind k : {PolicyKind::kLru, PolicyKind::kArc, PolicyKind::kWTinyLfu, PolicyKind::kS3Fifo}) {
+  for (PolicyKind k : {PolicyKind::kLru, PolicyKind::kArc, PolicyKind::kWTinyLfu, PolicyKind::kS3Fifo,
+                       PolicyKind::kAdaptive}) {
     Cache c(k, 100);
     uint64_t hits = 0;
     for (int pass = 0; pass < 20; ++pass) hits += c.Hits(loop);
@@ -163,12 +106,13 @@ TEST(PolicyNoiseTest, AHotSetWithNoiseIsKept) {
   std::vector<uint64_t> keys;
   for (int i = 0; i < 200000; ++i) keys.push_back(rng() % 10 < 8 ? rng() % 50 : 1000 + rng() % 1000000);
   std::unordered_map<int, uint64_t> hits;
-  for (PolicyKind k : {PolicyKind::kLru, PolicyKind::kArc, PolicyKind::kWTinyLfu, PolicyKind::kS3Fifo}) {
+  for (PolicyKind k : {PolicyKind::kLru, PolicyKind::kArc, PolicyKind::kWTinyLfu, PolicyKind::kS3Fifo,
+                       PolicyKind::kAdaptive}) {
     Cache c(k, 100);
     hits[static_cast<int>(k)] = c.Hits(keys);
   }
   const uint64_t hot_accesses = 200000 * 8 / 10, lru = hits[static_cast<int>(PolicyKind::kLru)];
-  for (PolicyKind k : {PolicyKind::kArc, PolicyKind::kWTinyLfu, PolicyKind::kS3Fifo}) {
+  for (PolicyKind k : {PolicyKind::kArc, PolicyKind::kWTinyLfu, PolicyKind::kS3Fifo, PolicyKind::kAdaptive}) {
     const uint64_t h = hits[static_cast<int>(k)];
     EXPECT_GT(h, hot_accesses * 97 / 100) << PolicyName(k);
     EXPECT_GT(h, lru) << PolicyName(k);
@@ -180,7 +124,8 @@ TEST(PolicyNoiseTest, AHotSetWithNoiseIsKept) {
 // busy; with every slot busy there is none; each tracked slot comes out
 // exactly once when the cache is emptied.
 TEST(PolicyContractTest, VictimsAreTrackedUsableSlotsEachOnce) {
-  for (PolicyKind k : {PolicyKind::kS3Fifo, PolicyKind::kLru, PolicyKind::kArc, PolicyKind::kWTinyLfu}) {
+  for (PolicyKind k : {PolicyKind::kAdaptive, PolicyKind::kS3Fifo, PolicyKind::kLru, PolicyKind::kArc,
+                       PolicyKind::kWTinyLfu}) {
     SCOPED_TRACE(PolicyName(k));
     constexpr uint32_t kSlots = 64;
     std::vector<uint64_t> key(kSlots);

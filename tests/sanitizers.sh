@@ -4,7 +4,7 @@
 # tests/fuzz/run.sh configures). Any report fails the test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-units=(block_device_contract_test slot_structures_test policy_candidates_test slot_table_memory_test warm_start_test snapshot_start_test fault_device_test metadata_store_test engine_test engine_fault_test engine_batch_test engine_cleaning_test probe_unit_test placement_test
+units=(block_device_contract_test slot_structures_test policy_candidates_test adaptive_policy_test slot_table_memory_test warm_start_test snapshot_start_test fault_device_test metadata_store_test engine_test engine_fault_test engine_batch_test engine_cleaning_test probe_unit_test placement_test
        engine_durability_test engine_identity_test engine_concurrency_test engine_model_test engine_stress_test engine_race_test metadata_failure_test
        superblock_repair_test ublk_request_test replay_test advise_test
        nbd_interop_test fault_matrix_test dirty_map_test wipe_test hdd_model_test protocol_test

@@ -301,22 +301,48 @@ TEST(BlockEpochsTest, OneByteAnswersAsTheFullEpochThroughWrapsAndFailedFlushes) 
   }
 }
 
+// With 16-bit fingerprints (S3-FIFO's) and 12-bit ones (the adaptive
+// policy's ghost of twice the keys): a key not remembered is found with a
+// probability of about 16 in 2^bits.
 TEST(GhostFilterTest, RemembersAboutTheLastKeysAndForgetsTaken) {
-  GhostFilter ghost(16000);
-  for (uint64_t k = 0; k < 40000; ++k) ghost.Add(k * 7919);
-  // Nearly all of the last half of what it remembers (a bucket that drew
-  // more than 16 of them forgets its oldest).
-  uint64_t recent = 0;
-  for (uint64_t k = 32000; k < 40000; ++k) recent += ghost.Take(k * 7919);
-  EXPECT_GT(recent, 7900u);
-  EXPECT_FALSE(ghost.Take(39999 * 7919)) << "taken once, forgotten";
-  // Keys added long ago, and keys never added, are not found.
-  uint64_t old = 0, never = 0;
-  for (uint64_t k = 0; k < 10000; ++k) old += ghost.Take(k * 7919);
-  for (uint64_t k = 0; k < 100000; ++k) never += ghost.Take((k << 40) + 1);
-  EXPECT_LT(old, 100u);
-  EXPECT_LT(never, 100u);
-  EXPECT_EQ(ghost.MemoryBytes(), 16000u * 2);
+  for (const uint32_t bits : {16u, 12u}) {
+    GhostFilter ghost(16000, bits);
+    for (uint64_t k = 0; k < 40000; ++k) ghost.Add(k * 7919);
+    // Nearly all of the last half of what it remembers (a bucket that drew
+    // more than 16 of them forgets its oldest).
+    uint64_t recent = 0;
+    for (uint64_t k = 32000; k < 40000; ++k) recent += ghost.Take(k * 7919);
+    EXPECT_GT(recent, 7900u) << bits;
+    EXPECT_FALSE(ghost.Take(39999 * 7919)) << "taken once, forgotten";
+    // Keys added long ago, and keys never added, are not found.
+    uint64_t old = 0, never = 0;
+    for (uint64_t k = 0; k < 10000; ++k) old += ghost.Take(k * 7919);
+    for (uint64_t k = 0; k < 100000; ++k) never += ghost.Take((k << 40) + 1);
+    const uint64_t expected_false = 100000 * 16 >> bits;  // 24 or 390
+    EXPECT_LT(old, 100u) << bits;
+    EXPECT_LT(never, 2 * expected_false) << bits;
+    EXPECT_EQ(ghost.MemoryBytes(), 16000u * bits / 8) << bits;
+  }
+}
+
+// A lookup of the newest half of each bucket finds the newer half of the
+// keys remembered, not the older (the adaptive policy's ghost of 1x main
+// inside one of 2x).
+TEST(GhostFilterTest, ALookupOfTheNewestHalfReachesHalfAsFarBack) {
+  auto found = [](uint64_t first, uint64_t last, uint32_t newest) {
+    GhostFilter ghost(16000, 12);
+    for (uint64_t k = 0; k < 16000; ++k) ghost.Add(k * 7919);
+    uint64_t n = 0;
+    for (uint64_t k = first; k < last; ++k) n += ghost.Take(k * 7919, newest);
+    return n;
+  };
+  // The newest quarter: as well found by the half as by the whole.
+  EXPECT_GT(found(12000, 16000, GhostFilter::kBucket / 2), 3900u);
+  // The oldest quarter: the half finds a few (buckets that drew fewer
+  // than 8 keys since), far fewer than the whole does.
+  const uint64_t half = found(0, 4000, GhostFilter::kBucket / 2), whole = found(0, 4000, GhostFilter::kBucket);
+  EXPECT_GT(whole, 2000u);
+  EXPECT_LT(half, whole / 2);
 }
 
 // Lines removed from the middle of the queues (invalidated, pinned) and

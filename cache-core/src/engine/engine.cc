@@ -445,6 +445,7 @@ Status Engine::SetSequentialCutoff(uint64_t bytes) {
 StatsSnapshot Engine::stats() const {
   StatsSnapshot s = impl_->stats.Snapshot(impl_->capacity, impl_->failed.load());
   s.metadata_failed = impl_->dev.metadata->failed();
+  s.policy = impl_->slots.PolicyState();
   return s;
 }
 void Engine::ResetStats() { impl_->stats.ResetCounters(); }

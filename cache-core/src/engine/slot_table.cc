@@ -41,6 +41,7 @@ SlotTable::SlotTable(uint32_t capacity, uint32_t blocks_per_line, const CacheIde
       unsettled_records_((size_t{capacity} + 63) / 64),
       policy_(NewEvictionPolicy(policy, capacity, promote_after_hits,
                                 [this](uint32_t slot) { return lines_.Get(slot); })),
+      policy_kind_(policy),
       dirty_map_(identity) {}
 
 uint64_t SlotTable::EnterWrite() {
@@ -629,6 +630,12 @@ SlotTable::Memory SlotTable::MemoryBytes() {
   m.other = dirty_map_.MemoryBytes() + unsynced_evictions_.size() * 40 +
             unsynced_evictions_.bucket_count() * 8;
   return m;
+}
+
+std::string SlotTable::PolicyState() {
+  MutexLock lock(mu_);
+  const std::string state = policy_->Describe();
+  return state.empty() ? PolicyName(policy_kind_) : state;
 }
 
 }  // namespace cachecore

@@ -360,6 +360,8 @@ class SlotTable {
     size_t total() const { return per_slot + index + policy + dirty_lines + other; }
   };
   Memory MemoryBytes() EXCLUDES(mu_);
+  // The eviction policy and what it does now (StatsSnapshot::policy).
+  std::string PolicyState() EXCLUDES(mu_);
 
   // Reports each broken invariant of the table to `problem`, for the
   // self-check; `recorded` says which slots the store has a record for.
@@ -446,6 +448,7 @@ class SlotTable {
   // whose slots share the word: atomic.
   std::vector<std::atomic<uint64_t>> unsettled_records_;
   std::unique_ptr<EvictionPolicy> policy_ PT_GUARDED_BY(mu_);
+  const PolicyKind policy_kind_;
   DirtyLineSet dirty_lines_ GUARDED_BY(mu_);
   DirtyMap dirty_map_ GUARDED_BY(mu_);
   LineIntervals pins_ GUARDED_BY(mu_);

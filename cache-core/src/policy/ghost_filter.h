@@ -1,10 +1,12 @@
 // S3-FIFO's ghost (the keys of lines evicted from the small queue
-// recently) as 16-bit fingerprints in buckets of 16: a key's bucket comes
-// from its hash, and each bucket keeps its 16 latest keys in the order they
-// came, so the whole remembers about the last `remembered` keys, as the
-// exact FIFO of keys it replaces did (a map and a deque: 50 to 70 bytes a
-// key), in 2 bytes a key. A key not remembered is found with a probability
-// of about 16 in 65,536 (two keys with the same fingerprint in a bucket).
+// recently) as fingerprints in buckets of 16: a key's bucket comes from
+// its hash, and each bucket keeps its 16 latest keys in the order they
+// came, so the whole remembers about the last `remembered` keys, as an
+// exact FIFO of keys (a map and a deque: 50 to 70 bytes a key) would, in
+// 2 bytes a key with 16-bit fingerprints or 1.5 with 12-bit ones. A key
+// not remembered is found with a probability of about 16 in 2^bits (two
+// keys with the same fingerprint in a bucket). A lookup may look at only
+// the newest part of each bucket: the keys of a shorter ghost.
 // Not thread-safe. Not a public header.
 #pragma once
 
@@ -16,22 +18,28 @@ namespace cachecore {
 
 class GhostFilter {
  public:
-  explicit GhostFilter(uint64_t remembered);
+  static constexpr uint32_t kBucket = 16;
+
+  // `fingerprint_bits`: 12 or 16.
+  GhostFilter(uint64_t remembered, uint32_t fingerprint_bits);
 
   void Add(uint64_t key);
-  // Whether `key` is remembered; if so it is forgotten (a line that came
-  // back from the ghost is not promoted by it twice).
-  bool Take(uint64_t key);
-  size_t MemoryBytes() const { return fingerprints_.capacity() * sizeof(uint16_t); }
+  // Whether `key` is among the newest `newest` (1..kBucket) of its bucket
+  // (about newest / kBucket of the keys remembered); if so it is forgotten
+  // (a line that came back from the ghost is not promoted by it twice).
+  bool Take(uint64_t key, uint32_t newest = kBucket);
+  size_t MemoryBytes() const { return words_.capacity() * sizeof(uint64_t); }
 
  private:
-  static constexpr uint32_t kBucket = 16;
-  // The bucket's first entry and the key's fingerprint (never 0: empty).
-  uint16_t* Bucket(uint64_t hash);
-  static uint16_t Fingerprint(uint64_t hash);
+  using Entries = uint16_t[kBucket];  // a bucket unpacked, the newest first; 0: empty
+  uint64_t BucketOf(uint64_t hash) const;
+  uint16_t Fingerprint(uint64_t hash) const;
+  void Unpack(uint64_t bucket, Entries& out) const;
+  void Pack(uint64_t bucket, const Entries& in);
 
+  uint32_t bits_, words_per_bucket_;
   uint64_t buckets_;
-  std::vector<uint16_t> fingerprints_;  // per bucket, the newest first
+  std::vector<uint64_t> words_;  // each bucket's fingerprints, bits_ apiece
 };
 
 }  // namespace cachecore

@@ -47,7 +47,7 @@ struct EngineConfig {
   uint64_t error_threshold = 128;        // cache-device errors before the failed state
   bool background_cleaner = true;        // false: lines are cleaned only by Flush and eviction
   uint32_t promote_after_hits = 1;       // S3-FIFO: hits in the small queue to reach main
-  PolicyKind policy = PolicyKind::kS3Fifo;  // the others are for comparison (replay --policy)
+  PolicyKind policy = PolicyKind::kAdaptive;  // the others are for comparison (replay --policy)
   // Create only: this share (0..90 %) of the cache device's data area is
   // left unused, and discarded once, so the SSD keeps spare blocks for
   // writes (over-provisioning). The superblock's line count keeps it.

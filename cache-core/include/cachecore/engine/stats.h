@@ -39,6 +39,10 @@ struct StatsSnapshot {
   std::string cleaner_state = "idle";
   uint64_t writeback_rate_bytes = 0;
   uint64_t throttled_writes = 0;
+  // The eviction policy and what it does now: "adaptive: small 10 %, T2,
+  // ghost 1x (0 switches)" (the shape the adaptive policy chose), or a
+  // candidate's name ("s3fifo").
+  std::string policy;
   // Client requests (reads, writes, trims, syncs) the engine has taken and
   // not yet answered: now, and the most at once since start or reset (what
   // a front end's queue depth reaches inside the engine).

@@ -25,7 +25,7 @@ struct AdviseOptions {
   std::string trace_path;
   TraceFormat format = TraceFormat::kCsv;
   uint64_t max_sampled_blocks = 1 << 21;  // 8 GiB of footprint simulated block for block
-  PolicyKind policy = PolicyKind::kS3Fifo;  // the policy simulated (EngineConfig's)
+  PolicyKind policy = PolicyKind::kAdaptive;  // the policy simulated (EngineConfig's)
   uint32_t promote_after_hits = 1;          // S3-FIFO's setting (EngineConfig)
   double target_share = 0.9;              // of the achievable hit ratio, for the recommendation
 };

@@ -34,7 +34,7 @@ struct ReplayOptions {
   // cleaner would fill with dirty lines and then go around the cache).
   CacheMode mode = CacheMode::kWriteThrough;
   uint64_t sequential_cutoff = 0;  // off: the reference simulators have none
-  PolicyKind policy = PolicyKind::kS3Fifo;  // the engine's default
+  PolicyKind policy = PolicyKind::kAdaptive;  // the engine's default
   uint32_t promote_after_hits = 1;          // S3-FIFO's (1: T2, 0: T1), the engine's default
 };
 

@@ -41,6 +41,9 @@ class EvictionPolicy {
                                              uint64_t max_refusals, uint64_t max_looks) = 0;
   // Heap bytes the policy holds.
   virtual size_t MemoryBytes() const = 0;
+  // What it is doing now, for `cachectl stats` (the adaptive policy's
+  // current choice); empty when there is nothing to say beyond its name.
+  virtual std::string Describe() const { return {}; }
 };
 
 // The origin line (key) of an occupied slot; called by PickVictim.
@@ -68,11 +71,17 @@ std::unique_ptr<EvictionPolicy> NewArcPolicy(uint32_t capacity, KeyOfSlot key_of
 // 4-bit count-min sketch. About 11 bytes a line. A candidate to compare with.
 std::unique_ptr<EvictionPolicy> NewWTinyLfuPolicy(uint32_t capacity, KeyOfSlot key_of);
 
-// Which eviction policy an engine (and a replay) runs.
-enum class PolicyKind { kS3Fifo, kLru, kArc, kWTinyLfu };
+// The default: a live S3-FIFO whose shape (small queue's share, promotion
+// threshold, TinyLFU admission) follows the best of a few shapes run as
+// miniature caches over a spatial sample of the keys. About 7 bytes a
+// line, a 2-byte-a-line frequency sketch and 0.5 MB of shadows.
+std::unique_ptr<EvictionPolicy> NewAdaptivePolicy(uint32_t capacity, KeyOfSlot key_of);
 
-// "s3fifo", "lru", "arc" or "wtinylfu"; InvalidArgument naming the choices
-// for anything else.
+// Which eviction policy an engine (and a replay) runs.
+enum class PolicyKind { kAdaptive, kS3Fifo, kLru, kArc, kWTinyLfu };
+
+// "adaptive", "s3fifo", "lru", "arc" or "wtinylfu"; InvalidArgument naming
+// the choices for anything else.
 Result<PolicyKind> ParsePolicyName(const std::string& name);
 const char* PolicyName(PolicyKind kind);
 

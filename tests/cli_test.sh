@@ -33,13 +33,19 @@ expect 2 "not a percentage" -- replay --trace "$traces/arc_P2.csv.zst" --cache-s
 expect 2 "unknown size suffix" -- replay --trace "$traces/arc_P2.csv.zst" --cache-size 12Q
 expect 2 "line-size must be a power of two" -- replay --trace "$traces/arc_P2.csv.zst" --cache-size 1M --line-size 3K
 expect 1 "cannot open trace /nonexistent.csv" -- replay --trace /nonexistent.csv --cache-size 1M
-expect 2 "unknown policy 'clock' (s3fifo, lru, arc or wtinylfu)" -- replay --trace "$traces/arc_P2.csv.zst" --cache-size 1M --policy clock
-expect 2 "promote-after must be 0, 1 or 2" -- replay --trace "$traces/arc_P2.csv.zst" --cache-size 1M --promote-after 3
-# Each candidate runs and says which it was.
-for policy in lru arc wtinylfu; do
+expect 2 "unknown policy 'clock' (adaptive, s3fifo, lru, arc or wtinylfu)" -- replay --trace "$traces/arc_P2.csv.zst" --cache-size 1M --policy clock
+expect 2 "promote-after must be 0, 1 or 2" -- replay --trace "$traces/arc_P2.csv.zst" --cache-size 1M --policy s3fifo --promote-after 3
+expect 2 "promote-after applies to --policy s3fifo only" -- replay --trace "$traces/arc_P2.csv.zst" --cache-size 1M --promote-after 0
+expect 2 "promote-after applies to --policy s3fifo only" -- advise --trace "$traces/arc_P2.csv.zst" --policy arc --promote-after 1
+# Each candidate runs and says which it was; the default, the adaptive
+# policy, also says the shape it ended with.
+for policy in s3fifo lru arc wtinylfu; do
   expect 0 "" -- replay --trace "$traces/tencent_cbs_sample.csv.zst" --cache-size 1% --policy "$policy" --json
   grep -q "\"policy\": \"$policy\"" "$out" || fail "replay --policy $policy: $(cat "$out")"
 done
+expect 0 "" -- replay --trace "$traces/tencent_cbs_sample.csv.zst" --cache-size 1% --json
+grep -q '"policy": "adaptive", "promote_after_hits": null, "policy_state": "adaptive: small [0-9]* %, T[12], ghost [12]x ([0-9]* switch' "$out" ||
+  fail "replay's default: $(cat "$out")"
 "$cachectl" >/dev/null 2>"$err"; [ $? -eq 2 ] || fail "no arguments: wanted exit 2"
 grep -q "usage: cachectl" "$err" || fail "no arguments: no usage text"
 "$cachectl" --help | grep -q replay || fail "--help does not list replay"

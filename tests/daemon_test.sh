@@ -67,7 +67,7 @@ expect 0 "" -- stats vol --json
 for key in '"name": "vol"' '"state": "running"' '"mode": "writeback"' '"line_size": 65536' \
            '"capacity_lines"' '"occupancy_lines"' '"dirty_lines"' '"read_hits"' '"read_misses"' \
            '"write_hits"' '"write_misses"' '"read_hit_ratio"' '"hit_ratio"' '"bypassed"' '"bypassed_no_space"' \
-           '"evictions"' '"cleaner_writes"' '"cleaner_state"' '"writeback_rate"' '"throttled_writes"' '"peak_in_flight"' '"errors": {"cache": {"read": 0, "write": 0' \
+           '"evictions"' '"cleaner_writes"' '"cleaner_state"' '"policy": "adaptive: small ' '"writeback_rate"' '"throttled_writes"' '"peak_in_flight"' '"errors": {"cache": {"read": 0, "write": 0' \
            '"origin": {"read": 0'; do
   grep -q "$key" "$W/out" || fail "stats --json lacks $key: $(cat "$W/out")"
 done

@@ -577,7 +577,7 @@ void SlotTable::ReplacePins(LineIntervals next, std::span<const LineIntervals::I
     ForEachCachedLineLocked(a, b, [&](uint32_t slot, uint64_t line) {
       mu_.AssertHeld();
       if (pinning) policy_->OnRemove(slot);
-      else policy_->OnInsert(slot, line);
+      else policy_->OnRestore(slot, line);
     });
   }
 }

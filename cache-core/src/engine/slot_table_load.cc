@@ -144,7 +144,7 @@ Status SlotTable::FinishLoad(std::vector<uint32_t>& changed_slots, uint64_t comp
   std::thread indexer([this, &kept, &twice] { twice = IndexForFinishLoad(kept); });
   for (uint32_t slot : kept) {
     const uint64_t line = lines_.Get(slot);
-    if (!pins_.Contains(line)) policy_->OnInsert(slot, line);
+    if (!pins_.Contains(line)) policy_->OnRestore(slot, line);
     LiveStats::Bump(stats_.occupancy_lines);
     if (DirtyBlocks(slot) > 0) {
       LiveStats::Bump(stats_.dirty_lines);

@@ -66,6 +66,9 @@ class Adaptive : public EvictionPolicy {
     live_.OnInsert(slot, key);
   }
 
+  // Loaded at start or unpinned: not an access, so the shadows see nothing.
+  void OnRestore(uint32_t slot, uint64_t key) override { live_.OnInsert(slot, key); }
+
   void OnHit(uint32_t slot) override {
     Observe(key_of_(slot));
     live_.OnHit(slot);
@@ -75,7 +78,8 @@ class Adaptive : public EvictionPolicy {
 
   std::optional<uint32_t> PickVictim(uint64_t incoming, const std::function<bool(uint32_t)>& usable,
                                      uint64_t max_refusals, uint64_t max_looks) override {
-    if (observed_ != incoming) Observe(incoming);  // a reactor may ask again for the same miss
+    // The insert that follows is the same miss: observed once.
+    if (observed_ != incoming) Observe(incoming);
     observed_ = incoming;
     std::optional<uint32_t> victim = live_.PickVictim(incoming, usable, max_refusals, max_looks);
     if (!victim) observed_ = kNothingObserved;  // no insert follows: its next miss is another access

@@ -46,7 +46,7 @@ struct EngineConfig {
   uint32_t cleaner_batch_lines = 64;     // lines per cleaner pass (sorted, coalesced)
   uint64_t error_threshold = 128;        // cache-device errors before the failed state
   bool background_cleaner = true;        // false: lines are cleaned only by Flush and eviction
-  uint32_t promote_after_hits = 1;       // S3-FIFO: hits in the small queue to reach main
+  uint32_t promote_after_hits = 1;       // kS3Fifo's: hits in the small queue to reach main (the adaptive policy chooses its own)
   PolicyKind policy = PolicyKind::kAdaptive;  // the others are for comparison (replay --policy)
   // Create only: this share (0..90 %) of the cache device's data area is
   // left unused, and discarded once, so the SSD keeps spare blocks for

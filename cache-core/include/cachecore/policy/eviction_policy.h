@@ -17,8 +17,12 @@ namespace cachecore {
 class EvictionPolicy {
  public:
   virtual ~EvictionPolicy() = default;
-  // A new line now occupies `slot`; `key` is its origin line number.
+  // A new line now occupies `slot` (a miss brought it in); `key` is its
+  // origin line number.
   virtual void OnInsert(uint32_t slot, uint64_t key) = 0;
+  // A line already cached comes under the policy without an access: loaded
+  // at start, or unpinned. As an insert unless a policy counts accesses.
+  virtual void OnRestore(uint32_t slot, uint64_t key) { OnInsert(slot, key); }
   // A hit on a slot that is not tracked (the engine keeps pinned lines out
   // of the policy) changes nothing that matters.
   virtual void OnHit(uint32_t slot) = 0;
@@ -71,10 +75,10 @@ std::unique_ptr<EvictionPolicy> NewArcPolicy(uint32_t capacity, KeyOfSlot key_of
 // 4-bit count-min sketch. About 11 bytes a line. A candidate to compare with.
 std::unique_ptr<EvictionPolicy> NewWTinyLfuPolicy(uint32_t capacity, KeyOfSlot key_of);
 
-// The default: a live S3-FIFO whose shape (small queue's share, promotion
-// threshold, TinyLFU admission) follows the best of a few shapes run as
-// miniature caches over a spatial sample of the keys. About 7 bytes a
-// line, a 2-byte-a-line frequency sketch and 0.5 MB of shadows.
+// The default: a live S3-FIFO whose shape (the small queue's share, the
+// hits that promote to main, how far back the ghost reaches) follows the
+// best of eight shapes run as miniature caches over a spatial sample of
+// the keys. About 6.5 bytes a line and 0.5 MB of shadows.
 std::unique_ptr<EvictionPolicy> NewAdaptivePolicy(uint32_t capacity, KeyOfSlot key_of);
 
 // Which eviction policy an engine (and a replay) runs.

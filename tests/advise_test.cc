@@ -14,7 +14,8 @@ namespace {
 
 std::string Trace(const std::string& name) { return std::string(CACHECTL_TRACES_DIR) + "/" + name; }
 
-double ReplayHitRatio(const std::string& trace, uint32_t pct, PolicyKind policy = PolicyKind::kS3Fifo) {
+// `policy`: the engine's default (the adaptive one) unless given.
+double ReplayHitRatio(const std::string& trace, uint32_t pct, PolicyKind policy = ReplayOptions{}.policy) {
   ReplayOptions o;
   o.trace_path = trace;
   o.policy = policy;
@@ -28,6 +29,7 @@ double ReplayHitRatio(const std::string& trace, uint32_t pct, PolicyKind policy 
 // one percentage point, on a shared trace with reads and writes.
 TEST(AdviseTest, CurveMatchesReplayAtThreeSizes) {
   AdviseOptions o;
+  ASSERT_EQ(o.policy, ReplayOptions{}.policy) << "advise and replay run the same default";
   o.trace_path = Trace("cloudphysics_io_vscsi.csv.zst");
   Result<AdviseResult> r = AdviseCacheSize(o);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -45,7 +47,7 @@ TEST(AdviseTest, CurveMatchesReplayAtThreeSizes) {
 // Advise simulates the policy it is asked for, as replay runs it: every
 // candidate's curve against its replay through the engine, within a point.
 TEST(AdviseTest, EveryPolicysCurveMatchesItsReplay) {
-  for (PolicyKind k : {PolicyKind::kLru, PolicyKind::kArc, PolicyKind::kWTinyLfu}) {
+  for (PolicyKind k : {PolicyKind::kS3Fifo, PolicyKind::kLru, PolicyKind::kArc, PolicyKind::kWTinyLfu}) {
     AdviseOptions o;
     o.trace_path = Trace("tencent_cbs_sample.csv.zst");
     o.policy = k;

@@ -39,7 +39,11 @@ for config, phases in (("cachectl", 3), ("nbdkit-cache", 3), ("uncached", 2)):
 if not pressure["timeline"] or pressure["drain"]["seconds"] <= 0:
     fail(f"pressure section: no timeline or drain: {pressure['drain']}")
 meta = r["metadata"][0]
-if (meta["lines"] != 20000 or meta["dirty_lines"] != 20000 or meta["churn_evictions"] < 20000
+# Every line dirty but for a few: the ghost's false matches (12-bit
+# fingerprints: about 0.2 % of the churn's misses) send some of the churn's
+# older lines to main, where the scan does not reach them, and their
+# writes then find only dirty victims and go around the cache.
+if (meta["lines"] != 20000 or meta["dirty_lines"] < 19900 or meta["churn_evictions"] < 20000
         or meta["rss_bytes_per_line"] <= 0 or not meta["open_seconds"] > 0 or not meta["open_seconds_after_crash"] > 0
         or not 0 < meta["store_open_seconds"] <= meta["open_seconds"]
         or meta["rocksdb_memtable_cap_bytes"] <= 0 or "writeback_4k_iops" not in meta

@@ -4,7 +4,7 @@
 // (ShadowCache: SHARDS). Every period of sampled accesses each shadow's
 // hits join its score, which fades by 1 % a period (a horizon of about a
 // hundred periods); the live cache takes the leader's shape when it leads
-// the current one by 2 %. A change of shape moves no line: it steers the
+// the current one by 2 % (and by hits worth 1 % of a period). A change of shape moves no line: it steers the
 // evictions and promotions that follow.
 //
 // Why shapes of one S3-FIFO rather than whole other policies: switching
@@ -43,6 +43,7 @@ constexpr GhostLayout kGhost{200, 12};
 constexpr uint32_t kShadowLines = 4096;
 constexpr double kScoreDecay = 0.99;   // per period
 constexpr double kSwitchMargin = 0.02; // the leader's score over the current one's
+constexpr double kMinLead = 0.01;      // and by at least this share of a period's accesses
 
 class Adaptive : public EvictionPolicy {
  public:
@@ -111,7 +112,9 @@ class Adaptive : public EvictionPolicy {
       scores_[i] = scores_[i] * kScoreDecay + static_cast<double>(shadows_[i]->TakeHits());
       if (scores_[i] > scores_[best]) best = i;
     }
-    if (best != current_ && scores_[best] > scores_[current_] * (1 + kSwitchMargin)) {
+    // A lead of a few hits (scores near zero: a cold cache, a scan) is noise.
+    const double lead = scores_[best] - scores_[current_];
+    if (best != current_ && scores_[best] > scores_[current_] * (1 + kSwitchMargin) && lead >= period_ * kMinLead) {
       current_ = best;
       live_.SetShape(kShapes[best]);
       ++switches_;

@@ -4,8 +4,8 @@
 // (ShadowCache: SHARDS). Every period of sampled accesses each shadow's
 // hits join its score, which fades by 1 % a period (a horizon of about a
 // hundred periods); the live cache takes the leader's shape when it leads
-// the current one by 2 % (and by hits worth 1 % of a period). A change of shape moves no line: it steers the
-// evictions and promotions that follow.
+// the current one by 2 % and by hits worth 1 % of a period. A change of
+// shape moves no line: it steers the evictions and promotions that follow.
 //
 // Why shapes of one S3-FIFO rather than whole other policies: switching
 // between ARC, W-TinyLFU and S3-FIFO would rebuild the policy's state

@@ -24,7 +24,6 @@ struct S3FifoShape {
   uint32_t ghost_percent = 100;   // the ghost remembers this share of main's lines (100 or more)
   // "small 10 %, T2, ghost 1x" (or 1.5x).
   std::string Describe() const;
-  bool operator==(const S3FifoShape&) const = default;
 };
 
 // The ghost's size, fixed when the policy is made: `max_percent` of
@@ -69,9 +68,6 @@ class S3Fifo : public EvictionPolicy {
   void SetEntries(uint32_t s, Where w, uint32_t n);
 
   void Place(uint32_t slot, Where w);
-  // Drops the stale entries at the front of ring `w`; true when a live one
-  // is then at the front.
-  bool SkipStale(Where w);
   uint32_t TakeFront(Where w);
   void Compact(Where w);
   std::optional<uint32_t> FromSmall(const std::function<bool(uint32_t)>& usable, bool& refused);

@@ -100,29 +100,23 @@ void S3Fifo::Place(uint32_t slot, Where w) {
   ++r.live;
 }
 
-bool S3Fifo::SkipStale(Where w) {
+// The live entry nearest the front of ring `w`, taken out (its slot then
+// placed nowhere), the stale ones before it dropped. REQUIRES: the ring
+// has a live one.
+uint32_t S3Fifo::TakeFront(Where w) {
   Ring& r = rings_[w];
-  if (r.live == 0) return false;
   for (;;) {
     const uint32_t s = r.entries.Front();
     const uint32_t n = Entries(s, w);
-    if (n == 1 && WhereOf(s) == w) return true;
     r.entries.PopFront();
+    if (n == 1 && WhereOf(s) == w) {
+      SetEntries(s, w, 0);
+      --r.live;
+      SetWhere(s, kNone);
+      return s;
+    }
     if (n > 0) SetEntries(s, w, n - 1);  // an older entry of a slot that had more than one
   }
-}
-
-// The live entry nearest the front of ring `w`, taken out (its slot then
-// placed nowhere). REQUIRES: the ring has a live one.
-uint32_t S3Fifo::TakeFront(Where w) {
-  SkipStale(w);
-  Ring& r = rings_[w];
-  const uint32_t s = r.entries.Front();
-  r.entries.PopFront();
-  SetEntries(s, w, 0);
-  --r.live;
-  SetWhere(s, kNone);
-  return s;
 }
 
 // Keeps only the live entries of ring `w`, in their order.

@@ -4,7 +4,9 @@
 // moving the hottest data in and cold data out inside its window only.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <functional>
 #include <thread>
@@ -79,6 +81,66 @@ TEST(HeatMapTest, CountsADayAndForgetsOlderHours) {
   EXPECT_FALSE(other.Decode(h.Encode()));
   h.AdvanceTo(5000);  // days later: all gone
   EXPECT_EQ(h.DayHeat(0), 0u);
+}
+
+// A past hour is kept in 16 bits: exact below 2048 blocks, within 1/4096
+// above, whatever the count (a region read flat out all hour).
+TEST(HeatMapTest, PastHoursKeepTheirCountsClosely) {
+  for (uint64_t blocks : {2047ull, 2048ull, 4097ull, 123457ull, 1ull << 31}) {
+    HeatMap one(64 << 20, 4096, 16);
+    one.AdvanceTo(10);
+    for (uint64_t left = blocks; left > 0;) {  // one region: 1024 blocks a call
+      uint64_t n = std::min<uint64_t>(left, 1024);
+      one.Record(0, n * 4096);
+      left -= n;
+    }
+    one.AdvanceTo(11);
+    const uint64_t day = one.DayHeat(0);
+    if (blocks < 2048) {
+      EXPECT_EQ(day, blocks);
+    }
+    const double error = std::abs(double(day) - double(blocks)) / double(blocks);
+    EXPECT_LE(error, 1.0 / 4096) << blocks;
+  }
+}
+
+// A map stored by an older cachectl (24 u32 counters a region) is taken
+// back; so is one of finer regions over the same origin, folded.
+TEST(HeatMapTest, TakesTheOlderFormatAndFinerRegions) {
+  HeatMap fine(64 << 20, 4096, 16);  // 16 regions of 4 MiB
+  fine.AdvanceTo(100);
+  fine.Record(0, 8 * K);         // region 0
+  fine.Record(5 << 20, 4 * K);   // region 1
+  fine.AdvanceTo(101);
+  fine.Record(9 << 20, 2 * K);   // region 2, this hour
+  HeatMap coarse(64 << 20, 4096, 8);  // 8 regions of 8 MiB
+  ASSERT_TRUE(coarse.Decode(fine.Encode()));
+  EXPECT_EQ(coarse.DayHeat(0), 3u);
+  EXPECT_EQ(coarse.DayHeat(1), 1u);
+  EXPECT_FALSE(fine.Decode(coarse.Encode()));  // coarser into finer: no
+
+  std::string v1("heatmap1", 8);  // 16 regions, hour 100: region 3 has 7 now, 5 an hour ago
+  const uint32_t regions = 16;
+  const uint64_t region_bytes = 4 << 20;
+  const int64_t hour = 100;
+  v1.append(reinterpret_cast<const char*>(&regions), 4);
+  v1.append(reinterpret_cast<const char*>(&region_bytes), 8);
+  v1.append(reinterpret_cast<const char*>(&hour), 8);
+  std::vector<uint32_t> counts(16 * 24, 0);
+  counts[3 * 24 + 100 % 24] = 7;
+  counts[3 * 24 + 99 % 24] = 5;
+  counts[3 * 24 + 77 % 24] = 1000;  // the oldest hour of the day
+  v1.append(reinterpret_cast<const char*>(counts.data()), counts.size() * 4);
+  HeatMap old(64 << 20, 4096, 16);
+  ASSERT_TRUE(old.Decode(v1));
+  EXPECT_EQ(old.DayHeat(3), 1012u);
+  old.AdvanceTo(101);  // hour 77 goes
+  old.Record(12 << 20, 4 * K);
+  EXPECT_EQ(old.DayHeat(3), 13u);
+  old.AdvanceTo(123);  // hour 100 is the oldest kept
+  EXPECT_EQ(old.DayHeat(3), 8u);
+  old.AdvanceTo(124);
+  EXPECT_EQ(old.DayHeat(3), 1u);
 }
 
 TEST(MovementLogTest, SplitsMovementByHour) {

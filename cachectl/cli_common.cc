@@ -11,19 +11,6 @@
 
 namespace cachectl {
 
-std::string HumanBytes(uint64_t bytes) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-  double v = static_cast<double>(bytes);
-  int u = 0;
-  while (v >= 1024 && u < 5) {
-    v /= 1024;
-    ++u;
-  }
-  char text[32];
-  std::snprintf(text, sizeof(text), "%.1f %s", v, units[u]);
-  return text;
-}
-
 namespace po = boost::program_options;
 
 int AskCache(const Dirs& dirs, const std::string& name, const std::string& verb, const Request& request,

@@ -9,11 +9,9 @@
 #include "commands.h"
 #include "control.h"
 #include "paths.h"
+#include "stats_view.h"  // HumanBytes
 
 namespace cachectl {
-
-// "1.5 GiB": bytes in binary units with one decimal, for people.
-std::string HumanBytes(uint64_t bytes);
 
 // The id of group `name` (a name or a number); -1 for an empty name.
 // kInvalidArgument when there is no such group.

@@ -20,6 +20,7 @@ int RunDetach(const std::vector<std::string>& args);
 int RunFlush(const std::vector<std::string>& args);
 int RunStats(const std::vector<std::string>& args);
 int RunList(const std::vector<std::string>& args);
+int RunTop(const std::vector<std::string>& args);
 int RunSet(const std::vector<std::string>& args);
 int RunStart(const std::vector<std::string>& args);
 int RunStop(const std::vector<std::string>& args);

@@ -32,6 +32,8 @@ StatsReply StatsOf(Daemon& d) {
                   : d.online_swapped ? "/dev/mapper/" + d.spec.online_volume
                                      : "");
   num("line_size", e.line_size());
+  num("origin_bytes", e.identity().origin_size);
+  num("cache_device_bytes", d.cache->size_bytes());
   // How this run began: a new cache, the snapshot its last clean shutdown
   // wrote, or its records (after a crash, or with no snapshot that fits).
   kv("started_from", d.spec.create ? "attach" : e.started_from_snapshot() ? "snapshot" : "records");
@@ -57,6 +59,10 @@ StatsReply StatsOf(Daemon& d) {
   num("read_misses", s.read_misses);
   num("write_hits", s.write_hits);
   num("write_misses", s.write_misses);
+  num("read_requests", s.read_requests);
+  num("write_requests", s.write_requests);
+  num("read_bytes", s.read_bytes);
+  num("write_bytes", s.write_bytes);
   ratio("read_hit_ratio", s.read_hit_ratio());
   ratio("hit_ratio", s.hit_ratio());
   num("promotions", s.promotions);
@@ -64,6 +70,7 @@ StatsReply StatsOf(Daemon& d) {
   num("bypassed_no_space", s.bypassed_no_space);
   num("evictions", s.evictions);
   num("cleaner_writes", s.cleaner_writes);
+  num("cleaned_bytes", s.cleaned_blocks * 4096);  // the engine counts 4 KiB blocks
   // The cleaner's controller: what it does now, the bytes a second it
   // cleaned over its last second, the writes it slowed (dirty past high).
   kv("cleaner_state", s.cleaner_state);

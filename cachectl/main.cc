@@ -26,6 +26,7 @@ const Command kCommands[] = {
     {"flush", RunFlush, "write every dirty line to the origin now"},
     {"stats", RunStats, "hit ratios, occupancy, errors of one cache"},
     {"list", RunList, "every cache, running or not"},
+    {"top", RunTop, "every running cache on one screen, refreshed every second"},
     {"set", RunSet, "change a running cache's mode, cutoff, cleaner or placement window"},
     {"pin", RunPin, "keep a range of the volume in the cache (never evicted)"},
     {"unpin", RunUnpin, "let a pinned range be evicted by policy again"},

@@ -33,10 +33,6 @@ Result<std::pair<uint64_t, uint64_t>> ParseRange(const std::string& text) {
   return std::pair{offset.value(), length.value()};
 }
 
-std::string Percent(uint64_t part, uint64_t whole) {
-  return whole == 0 ? "-" : std::to_string(part * 100 / whole) + " %";
-}
-
 // pin and unpin: one range, changed by the daemon.
 int ChangePin(const std::vector<std::string>& args, const std::string& verb, const std::string& usage,
               const std::string& done) {

@@ -1,9 +1,11 @@
-// stats and list: what a cache is doing, as a table, JSON or CSV.
+// stats, top and list: what caches are doing, for people (stats_view.h)
+// or programs (JSON, CSV).
 #include <unistd.h>
 
 #include <boost/program_options.hpp>
 #include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <map>
 #include <thread>
 
@@ -11,6 +13,7 @@
 #include "commands.h"
 #include "control.h"
 #include "placement_commands.h"
+#include "stats_view.h"
 
 namespace cachectl {
 
@@ -59,10 +62,6 @@ std::string CsvRow(const Fields& f) {
   return out;
 }
 
-void PrintTable(const Fields& f) {
-  for (const auto& [k, v] : f) std::printf("%-26s %s\n", k.c_str(), v.c_str());
-}
-
 // The fields of one cache: from its daemon when it runs, else from its
 // saved configuration.
 // A daemon that refuses (a reset by a user who may not) is an error.
@@ -86,6 +85,49 @@ Result<Fields> Describe(const Dirs& dirs, const std::string& name, bool reset, b
   return f;
 }
 
+// The machine formats' fields: the schema's version first.
+Fields Versioned(const Fields& f) {
+  Fields out{{"schema_version", std::to_string(kStatsSchemaVersion)}};
+  out.insert(out.end(), f.begin(), f.end());
+  return out;
+}
+
+using SteadyClock = std::chrono::steady_clock;
+
+double SecondsSince(SteadyClock::time_point start) {
+  return std::chrono::duration<double>(SteadyClock::now() - start).count();
+}
+
+std::string ClockText() {
+  std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  char text[16];
+  std::strftime(text, sizeof(text), "%H:%M:%S", &local);
+  return text;
+}
+
+// stats --watch in the human view: a row of rates an interval, as iostat's.
+int WatchRates(const Dirs& dirs, const std::string& name, bool reset, double interval) {
+  bool running = false;
+  Result<Fields> before = Describe(dirs, name, reset, &running);
+  if (!before.ok()) return Fail(kExitRefused, "stats: " + before.status().message());
+  SteadyClock::time_point taken = SteadyClock::now();
+  std::printf("%s", WatchHeader().c_str());
+  std::fflush(stdout);
+  for (;;) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(interval));
+    Result<Fields> after = Describe(dirs, name, reset, &running);
+    if (!after.ok()) return Fail(kExitRefused, "stats: " + after.status().message());
+    if (!running) return Fail(kExitFailed, "stats: cache '" + name + "' stopped");
+    const double seconds = SecondsSince(taken);
+    taken = SteadyClock::now();
+    std::printf("%s", WatchRow(ClockText(), RatesBetween(before.value(), after.value(), seconds)).c_str());
+    std::fflush(stdout);
+    before = std::move(after);
+  }
+}
+
 }  // namespace
 
 int RunStats(const std::vector<std::string>& args) {
@@ -93,15 +135,19 @@ int RunStats(const std::vector<std::string>& args) {
   double watch = 0;
   CommonOptions common;
   po::options_description desc = common.Describe(
-      "cachectl stats NAME [--json | --csv] [--watch SECONDS] [--reset]\n"
+      "cachectl stats NAME [--json | --csv] [--watch SECONDS [--cumulative]] [--reset]\n"
       "cachectl stats NAME --movement [--json]\n\n"
+      "Without --json or --csv: the cache, its usage, requests, errors and settings,\n"
+      "with units and percentages. --watch: the rates of each interval (--cumulative:\n"
+      "the whole view again each interval; with --json or --csv: the raw counters).\n"
       "--movement: promotions, demotions and cleaner writes by hour over the last day,\n"
-      "and the hottest regions of the volume.\n\nexample: cachectl stats data --json");
+      "and the hottest regions of the volume.\n\nexample: cachectl stats data --watch 1");
   desc.add_options()
       ("name", po::value(&name)->required(), "cache name")
       ("json", "one JSON object")
       ("csv", "a header line and a row")
       ("watch", po::value(&watch), "print again every SECONDS until interrupted")
+      ("cumulative", "with --watch: the counters since start, not the interval's rates")
       ("reset", "zero the counters after printing them")
       ("movement", "data movement by hour over the last day (with --json: one object)");
   po::variables_map vm;
@@ -111,6 +157,7 @@ int RunStats(const std::vector<std::string>& args) {
     return Fail(kExitUsage, "stats: --movement goes with --json only");
   }
   if (vm.count("watch") && !(watch > 0)) return Fail(kExitUsage, "stats: --watch needs a positive number of seconds");
+  if (vm.count("cumulative") && !vm.count("watch")) return Fail(kExitUsage, "stats: --cumulative goes with --watch");
   Dirs dirs = common.dirs();
   if (access(dirs.ConfigFile(name).c_str(), F_OK) != 0) {
     // Not root, but maybe in the cache's socket group: its daemon answers.
@@ -122,18 +169,20 @@ int RunStats(const std::vector<std::string>& args) {
     }
   }
   if (vm.count("movement")) return PrintMovement(dirs, name, vm.count("json") > 0);
+  const bool human = !vm.count("json") && !vm.count("csv");
+  if (human && vm.count("watch") && !vm.count("cumulative")) return WatchRates(dirs, name, vm.count("reset"), watch);
   for (bool first = true;; first = false) {
     bool running = false;
     Result<Fields> described = Describe(dirs, name, vm.count("reset") > 0, &running);
     if (!described.ok()) return Fail(kExitRefused, "stats: " + described.status().message());
-    const Fields& f = described.value();
+    const Fields f = Versioned(described.value());
     if (vm.count("json")) std::printf("%s\n", ToJson(f).c_str());
     else if (vm.count("csv")) std::printf("%s%s\n", first ? (CsvHeader(f) + "\n").c_str() : "", CsvRow(f).c_str());
-    else PrintTable(f);
+    else std::printf("%s", HumanStats(described.value()).c_str());
     std::fflush(stdout);
     if (!vm.count("watch")) return 0;
     std::this_thread::sleep_for(std::chrono::duration<double>(watch));
-    if (!vm.count("json") && !vm.count("csv")) std::printf("\n");
+    if (human) std::printf("\n");
   }
 }
 
@@ -147,35 +196,85 @@ int RunList(const std::vector<std::string>& args) {
   static const char* kColumns[] = {"name", "state", "mode", "origin", "cache", "dirty_lines",
                                    "hit_ratio", "kernel_device", "dm_device"};
   std::vector<Fields> rows;
+  std::vector<std::vector<std::string>> human;  // SIZE, USED, DIRTY, HIT
   for (const std::string& name : ListCaches(dirs)) {
     bool running = false;
     Result<Fields> described = Describe(dirs, name, false, &running);
     Fields all = described.ok() ? described.value() : Fields{{"name", name}, {"state", "refused"}};
+    const FieldView view(all);
     Fields row;
-    for (const char* c : kColumns) {
-      std::string v;
-      for (const auto& kv : all) if (kv.first == c) v = kv.second;
-      row.push_back({c, v});
-    }
+    for (const char* c : kColumns) row.push_back({c, view.Text(c)});
+    // Raw bytes for programs, empty for a cache that does not run.
+    const uint64_t line = view.Count("line_size");
+    row.push_back({"capacity_bytes", running ? std::to_string(view.Count("capacity_lines") * line) : ""});
+    row.push_back({"occupied_bytes", running ? std::to_string(view.Count("occupancy_lines") * line) : ""});
     rows.push_back(row);
+    human.push_back({CapacityText(view), OccupancyText(view), DirtyText(view), HitRatioText(view)});
   }
   if (vm.count("json")) {
     std::printf("[");
     for (size_t i = 0; i < rows.size(); ++i) std::printf("%s%s", i ? ", " : "", ToJson(rows[i]).c_str());
     std::printf("]\n");
   } else if (vm.count("csv")) {
-    std::printf("name,state,mode,origin,cache,dirty_lines,hit_ratio,kernel_device,dm_device\n");
+    std::printf("name,state,mode,origin,cache,dirty_lines,hit_ratio,kernel_device,dm_device,capacity_bytes,occupied_bytes\n");
     for (const Fields& r : rows) std::printf("%s\n", CsvRow(r).c_str());
   } else {
-    std::printf("%-16s %-15s %-12s %-6s %-8s %s -> %s\n", "NAME", "STATE", "MODE", "DIRTY", "HIT", "ORIGIN", "CACHE");
-    for (const Fields& r : rows) {
+    std::printf("%-16s %-15s %-12s %10s %7s %7s %7s  %-18s %s\n", "NAME", "STATE", "MODE", "SIZE", "USED", "DIRTY",
+                "HIT", "DEVICE", "ORIGIN -> CACHE");
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Fields& r = rows[i];
+      const std::vector<std::string>& h = human[i];
       std::string device = r[8].second.empty() ? "(NBD socket)" : r[8].second;
-      std::printf("%-16s %-15s %-12s %-6s %-8s %-18s %s -> %s\n", r[0].second.c_str(), r[1].second.c_str(),
-                  r[2].second.c_str(), r[5].second.c_str(), r[6].second.c_str(), device.c_str(),
+      std::printf("%-16s %-15s %-12s %10s %7s %7s %7s  %-18s %s -> %s\n", r[0].second.c_str(), r[1].second.c_str(),
+                  r[2].second.c_str(), h[0].c_str(), h[1].c_str(), h[2].c_str(), h[3].c_str(), device.c_str(),
                   r[3].second.c_str(), r[4].second.c_str());
     }
   }
   return 0;
+}
+
+int RunTop(const std::vector<std::string>& args) {
+  CommonOptions common;
+  double interval = 1;
+  po::options_description desc = common.Describe(
+      "cachectl top [--once] [--interval SECONDS]\n\n"
+      "Every cache on one screen, a row each: its size, how full and how dirty it is,\n"
+      "and over the last interval its read hit ratio, IOPS and the cleaner's rate.\n"
+      "Refreshed every interval until interrupted; --once prints one frame.\n\nexample: cachectl top");
+  desc.add_options()("once", "one frame (after one interval), then exit")(
+      "interval", po::value(&interval), "seconds between frames (default 1)");
+  po::variables_map vm;
+  if (int rc = common.Parse(desc, args, vm, "top"); rc >= 0) return rc;
+  if (!(interval > 0)) return Fail(kExitUsage, "top: --interval needs a positive number of seconds");
+  Dirs dirs = common.dirs();
+  const bool screen = isatty(STDOUT_FILENO) && !vm.count("once");
+  auto sample = [&] {
+    std::map<std::string, Fields> all;
+    for (const std::string& name : ListCaches(dirs)) {
+      bool running = false;
+      Result<Fields> d = Describe(dirs, name, false, &running);
+      all[name] = d.ok() ? d.value() : Fields{{"name", name}, {"state", "refused"}};
+    }
+    return all;
+  };
+  std::map<std::string, Fields> before = sample();
+  SteadyClock::time_point taken = SteadyClock::now();
+  for (;;) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(interval));
+    std::map<std::string, Fields> after = sample();
+    const double seconds = SecondsSince(taken);
+    taken = SteadyClock::now();
+    std::string frame = screen ? "\033[H\033[2J" : "";
+    frame += ClockText() + "  caches: " + std::to_string(after.size()) + "\n" + TopHeader();
+    for (const auto& [name, fields] : after) {
+      auto was = before.find(name);
+      frame += TopRow(fields, RatesBetween(was == before.end() ? fields : was->second, fields, seconds));
+    }
+    std::printf("%s%s", frame.c_str(), screen ? "" : "\n");
+    std::fflush(stdout);
+    if (vm.count("once")) return 0;
+    before = std::move(after);
+  }
 }
 
 }  // namespace cachectl

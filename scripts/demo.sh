@@ -2,8 +2,8 @@
 # The main job, on sparse files: an origin holding known data and an SSD
 # file. Attach a cache, run a read-heavy workload through the NBD socket
 # (fio's nbd engine) while the hit ratio rises, write in write-back mode,
-# flush with progress, detach, and check that the origin alone holds what
-# was written.
+# show the cache's stats as a person reads them, flush with progress,
+# detach, and check that the origin alone holds what was written.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # CACHECTL_SKIP_SETUP=1: the build is done (the test suite runs this too).
@@ -43,6 +43,9 @@ say "cachectl set demo --mode writeback, then random writes"
 fio --name=write --ioengine=nbd --uri="$URI" --rw=randwrite --bs=4k --size=256M --number_ios=20000 \
     --iodepth=16 --randseed=7 --output-format=terse --terse-version=3 | awk -F';' 'NF > 50 {printf "write: %7d IOPS   ", $49}'
 show_stats
+
+say "cachectl stats demo"
+"$C" stats demo
 
 say "what the client sees now (read back through the cache)"
 expected=$(nbdcopy "$URI" - | md5sum | cut -c1-32)

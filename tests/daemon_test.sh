@@ -75,15 +75,16 @@ grep -q '"read_hits": 0,' "$W/out" && fail "no read hits after reading the same 
 grep -q '"requests": {"fua_writes": [1-9][0-9]*, "flushes": [1-9]' "$W/out" ||
   fail "the FUA write or the flush was not counted: $(cat "$W/out")"
 expect 0 "" -- stats vol --csv
-[ "$(head -1 "$W/out" | cut -d, -f1-3)" = "name,state,mode" ] || fail "stats --csv header: $(head -1 "$W/out")"
+[ "$(head -1 "$W/out" | cut -d, -f1-4)" = "schema_version,name,state,mode" ] || fail "stats --csv header: $(head -1 "$W/out")"
 timeout 5 "$C" stats vol --csv --watch 1 >"$W/watch" 2>&1
-[ "$(grep -c '^vol,running' "$W/watch")" -ge 2 ] || fail "stats --watch: $(cat "$W/watch")"
-[ "$(grep -c '^name,' "$W/watch")" -eq 1 ] || fail "stats --watch repeated its header"
+[ "$(grep -c '^2,vol,running' "$W/watch")" -ge 2 ] || fail "stats --watch: $(cat "$W/watch")"
+[ "$(grep -c '^schema_version,' "$W/watch")" -eq 1 ] || fail "stats --watch repeated its header"
 expect 2 "positive number of seconds" -- stats vol --watch 0
 expect 0 "" -- list --json
 grep -q '"name": "vol", "state": "running", "mode": "writeback"' "$W/out" || fail "list --json: $(cat "$W/out")"
 expect 0 "" -- list --csv
-[ "$(head -1 "$W/out")" = "name,state,mode,origin,cache,dirty_lines,hit_ratio,kernel_device,dm_device" ] || fail "list --csv header"
+[ "$(head -1 "$W/out")" = "name,state,mode,origin,cache,dirty_lines,hit_ratio,kernel_device,dm_device,capacity_bytes,occupied_bytes" ] ||
+  fail "list --csv header"
 
 echo "== bad input while a cache runs"
 expect 4 "a cache named 'vol' exists already" -- attach --origin "$W/origin2.img" --cache "$W/ssd2.img" --name vol
@@ -127,7 +128,7 @@ pid=$(cat "$W/run/vol/pid"); kill -9 "$pid"
 for _ in $(seq 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
 expect 3 "is not running" -- flush vol
 expect 0 "" -- stats vol
-grep -q "state *stopped" "$W/out" || fail "stats of a dead daemon: $(cat "$W/out")"
+grep -q "^vol: stopped" "$W/out" || fail "stats of a dead daemon: $(cat "$W/out")"
 expect 0 "" -- start vol                           # clears the stale sockets
 grep -q "started vol (writeback, warm from saved metadata)" "$W/out" || fail "start after kill -9: $(cat "$W/out")"
 expect 0 "" -- stats vol --json

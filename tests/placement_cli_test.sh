@@ -72,7 +72,7 @@ io vol -c 'read -P 0x42 0 8M' -c 'read -P 0x42 0 8M'
 expect 0 "" -- stats vol --json
 [ $(($(field read_hits) - hits)) -eq 4096 ] || fail "reading the pinned range was not all hits: $(cat "$W/out")"
 expect 0 "" -- pins vol
-grep -q "^0:8388608 *8.0 MiB *100 %" "$W/out" || fail "pins table: $(cat "$W/out")"
+grep -q "^0:8388608 *8.0 MiB *100.0 %" "$W/out" || fail "pins table: $(cat "$W/out")"
 
 echo "== placement window and movement"
 expect 0 "" -- set vol --placement-window 22:30-04:00 --placement-rate 128M

@@ -426,6 +426,8 @@ void Engine::Impl::PartDone(SplitRequest& split, Status status) {
 void Engine::ReadAsync(uint64_t offset, void* buffer, uint64_t length, EngineCompletion* done) {
   if (Status s = CheckRange(*impl_, offset, length); !s.ok()) return done->Done(s);
   impl_->stats.Taken();
+  LiveStats::Bump(impl_->stats.read_requests);
+  LiveStats::Bump(impl_->stats.read_bytes, length);
   const bool bypass = impl_->BypassAndHeat(offset, length);
   const AsyncJob job{AsyncJob::kRead, offset, length, static_cast<uint8_t*>(buffer), false, bypass, done};
   if (Reactor::Current() != nullptr) return impl_->RunOnReactor(job, nullptr);
@@ -437,6 +439,8 @@ void Engine::WriteAsync(uint64_t offset, const void* buffer, uint64_t length, bo
   if (Status s = CheckRange(*impl_, offset, length); !s.ok()) return done->Done(s);
   if (Status s = RefuseIfMetadataFailed(*impl_); !s.ok()) return done->Done(s);
   impl_->stats.Taken();
+  LiveStats::Bump(impl_->stats.write_requests);
+  LiveStats::Bump(impl_->stats.write_bytes, length);
   const bool bypass = impl_->BypassAndHeat(offset, length);
   // Only read from: the cast fits the job's one buffer field.
   auto* in = const_cast<uint8_t*>(static_cast<const uint8_t*>(buffer));

@@ -28,7 +28,7 @@ void LiveStats::ResetCounters() {
                   &evictions, &bypassed, &bypassed_no_space, &cleaner_writes, &cleaned_blocks, &cache_read_err,
                   &cache_write_err, &cache_flush_err, &origin_read_err, &origin_write_err,
                   &origin_flush_err, &metadata_err, &checksum_repaired, &checksum_failed,
-                  &throttled_writes}) {
+                  &throttled_writes, &read_requests, &write_requests, &read_bytes, &write_bytes}) {
     c->store(0, std::memory_order_relaxed);
   }
   peak_in_flight.store(Load(in_flight), std::memory_order_relaxed);
@@ -46,6 +46,10 @@ StatsSnapshot LiveStats::Snapshot(uint64_t capacity_lines, bool failed) const {
   s.write_requests_full_hit = Load(write_full);
   s.write_requests_partial_hit = Load(write_partial);
   s.write_requests_miss = Load(write_miss_req);
+  s.read_requests = Load(read_requests);
+  s.write_requests = Load(write_requests);
+  s.read_bytes = Load(read_bytes);
+  s.write_bytes = Load(write_bytes);
   s.capacity_lines = capacity_lines;
   s.occupancy_lines = Load(occupancy_lines);
   s.dirty_lines = Load(dirty_lines);

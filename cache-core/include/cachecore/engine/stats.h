@@ -23,6 +23,8 @@ struct StatsSnapshot {
   // Requests by outcome: all blocks hit, some hit, none hit.
   uint64_t read_requests_full_hit = 0, read_requests_partial_hit = 0, read_requests_miss = 0;
   uint64_t write_requests_full_hit = 0, write_requests_partial_hit = 0, write_requests_miss = 0;
+  // Requests and their bytes as clients sent them (taken: failed ones too).
+  uint64_t read_requests = 0, write_requests = 0, read_bytes = 0, write_bytes = 0;
   uint64_t capacity_lines = 0, occupancy_lines = 0, dirty_lines = 0, clean_lines = 0;
   uint64_t promotions = 0, evictions = 0, bypassed = 0;
   // Lines of read misses and writes that went around the cache because no
@@ -65,6 +67,7 @@ struct LiveStats {
   std::atomic<uint64_t> read_hits{0}, read_misses{0}, write_hits{0}, write_misses{0};
   std::atomic<uint64_t> read_full{0}, read_partial{0}, read_miss_req{0};
   std::atomic<uint64_t> write_full{0}, write_partial{0}, write_miss_req{0};
+  std::atomic<uint64_t> read_requests{0}, write_requests{0}, read_bytes{0}, write_bytes{0};
   std::atomic<uint64_t> occupancy_lines{0}, dirty_lines{0};
   std::atomic<uint64_t> promotions{0}, evictions{0}, bypassed{0}, bypassed_no_space{0};
   std::atomic<uint64_t> cleaner_writes{0}, cleaned_blocks{0};

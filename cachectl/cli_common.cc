@@ -59,6 +59,13 @@ int CommonOptions::Parse(const po::options_description& desc, const std::vector<
   } catch (const po::error& e) {
     return Fail(kExitUsage, verb + ": " + e.what() + " (see 'cachectl " + verb + " --help')");
   }
+  // Every verb's cache name, before any path is built from it (a name
+  // such as "../x" would reach outside the run and state directories).
+  if (vm.count("name")) {
+    if (cachecore::Status s = CheckName(vm["name"].as<std::string>()); !s.ok()) {
+      return Fail(kExitUsage, verb + ": " + s.message());
+    }
+  }
   return -1;
 }
 

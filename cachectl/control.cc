@@ -49,9 +49,11 @@ Result<ControlReply> SendControl(const std::string& socket, const Request& reque
   Result<int> fd = shim::ConnectUnix(socket);
   if (!fd.ok()) return fd.status();
   const std::string line = EncodeRequest(request);
-  Result<ControlReply> reply = shim::WriteFull(fd.value(), line.data(), line.size())
-                                   ? ReadAnswer(fd.value(), on_progress)
-                                   : Result<ControlReply>(Status::IoError("hung up before the request"));
+  const bool sent = shim::WriteFull(fd.value(), line.data(), line.size());
+  // A daemon that refuses the connection (too many at once) answers and
+  // hangs up without reading: its answer is still there to read.
+  Result<ControlReply> reply = ReadAnswer(fd.value(), on_progress);
+  if (!reply.ok() && !sent) reply = Status::IoError("hung up before the request");
   close(fd.value());
   if (!reply.ok()) return Status::IoError("the daemon behind " + socket + " " + reply.status().message());
   return reply;

@@ -191,6 +191,27 @@ bool CallerMayChange(int fd) {
   return cred.uid == 0 || cred.uid == geteuid();
 }
 
+// The control socket's limits: a request is one line (kMaxLineBytes), a
+// client that sends nothing or reads nothing lets its thread go after a
+// timeout, and a bounded number of connections are served at once (a
+// member of the socket's group must not exhaust the daemon's threads).
+constexpr int kMaxControlConnections = 32;
+constexpr timeval kControlReadTimeout{5, 0};
+constexpr timeval kControlWriteTimeout{30, 0};
+
+void ServeControlConnection(Daemon& d, int fd) {
+  (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &kControlReadTimeout, sizeof(kControlReadTimeout));
+  (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &kControlWriteTimeout, sizeof(kControlWriteTimeout));
+  std::string line;
+  if (ReadLine(fd, &line)) {
+    DaemonControl target(d);
+    ServeRequest(line, CallerMayChange(fd), target,
+                 [fd](const std::string& answer) { (void)shim::WriteFull(fd, answer.data(), answer.size()); });
+  }
+  close(fd);
+  d.control_connections.fetch_sub(1);
+}
+
 void ControlLoop(Daemon& d) {
   while (true) {
     int fd = accept4(d.control_fd, nullptr, nullptr, SOCK_CLOEXEC);
@@ -198,16 +219,17 @@ void ControlLoop(Daemon& d) {
       if (errno == EINTR) continue;
       return;  // closed at shutdown
     }
-    // One thread per request: stats never waits behind a flush.
-    std::thread([&d, fd] {
-      std::string line;
-      if (ReadLine(fd, &line)) {
-        DaemonControl target(d);
-        ServeRequest(line, CallerMayChange(fd), target,
-                     [fd](const std::string& answer) { (void)shim::WriteFull(fd, answer.data(), answer.size()); });
-      }
+    if (d.control_connections.fetch_add(1) >= kMaxControlConnections) {
+      d.control_connections.fetch_sub(1);
+      // A fresh socket's buffer takes this short line without blocking.
+      const std::string answer = EncodeEnd(Status::Busy(
+          "the daemon is serving " + std::to_string(kMaxControlConnections) + " control requests already; try again"));
+      (void)shim::WriteFull(fd, answer.data(), answer.size());
       close(fd);
-    }).detach();
+      continue;
+    }
+    // One thread per request: stats never waits behind a flush.
+    std::thread(ServeControlConnection, std::ref(d), fd).detach();
   }
 }
 
@@ -357,6 +379,7 @@ Result<DaemonSpec> SpecFromConfig(const Dirs& dirs, const std::string& name, Cac
 }
 
 Status LaunchDaemon(const DaemonSpec& spec, std::vector<std::string>* notices) {
+  CACHECORE_RETURN_IF_ERROR(CheckName(spec.name));  // its paths are built from it
   CACHECORE_RETURN_IF_ERROR(MakeDirs(spec.dirs.StateDir(spec.name), 0700));
   int pipefd[2];
   if (pipe2(pipefd, O_CLOEXEC) != 0) return Status::IoError("pipe");

@@ -3,6 +3,7 @@
 // Internal to the cachectl executable.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -45,6 +46,7 @@ struct Daemon {
   std::string not_taken_back;               // why a kernel device a dead daemon left was not taken back
   bool refused_over_dead_device = false;    // so 'auto' does not fall back to the socket alone
   int control_fd = -1;
+  std::atomic<int> control_connections{0};  // open now, at most kMaxControlConnections
 
   // Serializes `set` requests (daemon_control.cc): each applies its fields
   // over the settings in force, so two at once never undo each other.

@@ -80,5 +80,48 @@ done
 out=$("$C" attach --origin "$W/origin.img" --cache "$W/ssd.img" --line-size '4K;touch x' 2>&1)
 [ $? -eq 2 ] || fail "line size '4K;touch x' accepted: $out"
 [ ! -e x ] && [ ! -e "$W/x" ] || fail "a name reached a shell"
+# Every verb that takes a name checks it before building a path from it: a
+# detach of ../x would otherwise remove a directory beside the state dir.
+mkdir -p "$W/x" "$W/state"
+touch "$W/x/keep"
+for verb in stats flush detach start stop set pin unpin pins check rebuild; do
+  extra=
+  case $verb in set) extra="--seq-cutoff 0" ;; pin|unpin) extra="--range 0:4096" ;; esac
+  for bad in '../x' '../../x' '.' '..'; do
+    out=$("$C" $verb "$bad" $extra 2>&1)
+    rc=$?
+    [ $rc -eq 2 ] && [ "$(echo "$out" | wc -l)" -eq 1 ] && echo "$out" | grep -q "not a valid cache name" ||
+      fail "$verb '$bad': exit $rc: $out"
+  done
+done
+[ -f "$W/x/keep" ] || fail "a verb given ../x removed what lies beside the state directory"
+rm -rf "$W/x"
 
-[ $failures -eq 0 ] && echo "PASS: sockets, group, TCP, wipe, names" || { echo "$failures failures"; exit 1; }
+echo "== the control socket's limits"
+attach || fail "attach: $(cat "$W/out")"
+ctl=$W/run/vol/control
+# An idle connection is let go after its read timeout (5 s).
+start=$(date +%s)
+got=$(timeout 20 python3 -c "
+import socket, sys
+s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); s.settimeout(15)
+print(len(s.recv(1)))" "$ctl" 2>&1)
+took=$(( $(date +%s) - start ))
+[ "$got" = 0 ] && [ $took -le 10 ] || fail "an idle control connection: '$got' after ${took}s"
+# 32 idle connections hold every place: the next request is refused in
+# one line, and once they are let go the daemon answers again.
+python3 -c "
+import socket, sys, time
+held = []
+for _ in range(32):
+    s = socket.socket(socket.AF_UNIX); s.connect(sys.argv[1]); held.append(s)
+time.sleep(8)" "$ctl" &
+holder=$!
+sleep 1
+out=$("$C" stats vol 2>&1)
+[ $? -ne 0 ] && echo "$out" | grep -q "serving 32 control requests already" || fail "the 33rd control connection: $out"
+wait $holder
+"$C" stats vol >"$W/out" 2>&1 || fail "stats after the idle connections went: $(cat "$W/out")"
+"$C" detach vol >/dev/null || fail "detach"
+
+[ $failures -eq 0 ] && echo "PASS: sockets, group, TCP, wipe, names, control limits" || { echo "$failures failures"; exit 1; }

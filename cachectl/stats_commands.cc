@@ -122,7 +122,7 @@ int WatchRates(const Dirs& dirs, const std::string& name, bool reset, double int
     if (!running) return Fail(kExitFailed, "stats: cache '" + name + "' stopped");
     const double seconds = SecondsSince(taken);
     taken = SteadyClock::now();
-    std::printf("%s", WatchRow(ClockText(), RatesBetween(before.value(), after.value(), seconds)).c_str());
+    std::printf("%s", WatchRow(ClockText(), RatesBetween(before.value(), after.value(), seconds, reset)).c_str());
     std::fflush(stdout);
     before = std::move(after);
   }

@@ -9,9 +9,13 @@ namespace {
 
 constexpr double kMB = 1e6;
 
+// printf into a string of the length it needs (paths may be long).
 std::string Format(const char* fmt, auto... args) {
-  char text[256];
-  std::snprintf(text, sizeof(text), fmt, args...);
+  const int length = std::snprintf(nullptr, 0, fmt, args...);
+  if (length <= 0) return {};
+  std::string text(static_cast<size_t>(length) + 1, '\0');
+  std::snprintf(text.data(), text.size(), fmt, args...);
+  text.pop_back();
   return text;
 }
 
@@ -122,10 +126,11 @@ void SettingsSection(std::string& out, const FieldView& v) {
   Line(out, "pin limit", HumanBytes(v.Count("pin_limit_bytes")));
 }
 
-// Now less before, or now when a reset came in between.
-uint64_t Delta(const FieldView& before, const FieldView& after, const char* key) {
+// Now less before; now itself when the counters were reset in between
+// (by the sampler's own --reset, or a counter that went down).
+uint64_t Delta(const FieldView& before, const FieldView& after, const char* key, bool reset) {
   const uint64_t b = before.Count(key), a = after.Count(key);
-  return a >= b ? a - b : a;
+  return !reset && a >= b ? a - b : a;
 }
 
 std::string PctText(const std::optional<double>& pct) { return pct ? Format("%.1f %%", *pct) : "-"; }
@@ -185,18 +190,23 @@ std::string HumanStats(const Fields& fields) {
   return out;
 }
 
-IntervalRates RatesBetween(const Fields& before_fields, const Fields& after_fields, double seconds) {
+IntervalRates RatesBetween(const Fields& before_fields, const Fields& after_fields, double seconds,
+                           bool reset_at_each_sample) {
   const FieldView before(before_fields), after(after_fields);
-  auto per_s = [&](const char* key) { return static_cast<double>(Delta(before, after, key)) / seconds; };
   IntervalRates r;
+  // A cache that did not run at the first sample has no interval yet: its
+  // counters are its whole run, not this interval's.
+  if (!before.running() || !after.running()) return r;
+  auto delta = [&](const char* key) { return Delta(before, after, key, reset_at_each_sample); };
+  auto per_s = [&](const char* key) { return static_cast<double>(delta(key)) / seconds; };
   r.read_iops = per_s("read_requests");
   r.write_iops = per_s("write_requests");
   r.read_mb_per_s = per_s("read_bytes") / kMB;
   r.write_mb_per_s = per_s("write_bytes") / kMB;
-  const uint64_t read_hits = Delta(before, after, "read_hits");
-  const uint64_t reads = read_hits + Delta(before, after, "read_misses");
-  const uint64_t hits = read_hits + Delta(before, after, "write_hits");
-  const uint64_t blocks = reads + Delta(before, after, "write_hits") + Delta(before, after, "write_misses");
+  const uint64_t read_hits = delta("read_hits");
+  const uint64_t reads = read_hits + delta("read_misses");
+  const uint64_t hits = read_hits + delta("write_hits");
+  const uint64_t blocks = reads + delta("write_hits") + delta("write_misses");
   if (reads > 0) r.read_hit_pct = 100.0 * static_cast<double>(read_hits) / static_cast<double>(reads);
   if (blocks > 0) r.hit_pct = 100.0 * static_cast<double>(hits) / static_cast<double>(blocks);
   r.promotions_per_s = per_s("promotions");

@@ -29,7 +29,9 @@ class FieldView {
   explicit FieldView(const Fields& fields);
   const std::string& Text(const std::string& key) const;
   uint64_t Count(const std::string& key) const;
-  bool running() const { return Text("state") != "stopped"; }
+  // Whether the fields are a daemon's (not a stopped cache's, nor one
+  // whose daemon refused to answer).
+  bool running() const { return Text("state") != "stopped" && Text("state") != "refused"; }
   // The sum of every errors.* field.
   uint64_t Errors() const;
 
@@ -42,7 +44,9 @@ class FieldView {
 std::string HumanStats(const Fields& fields);
 
 // What happened between two samples of one cache `seconds` apart. A
-// counter that went down was reset in between: its value is the interval's.
+// counter that went down was reset in between: its value is the
+// interval's; so is every counter's when the sampler resets them at each
+// sample (`stats --watch --reset`). All zero unless the cache ran at both.
 struct IntervalRates {
   double read_iops = 0, write_iops = 0;
   double read_mb_per_s = 0, write_mb_per_s = 0;  // MB = 10^6 bytes, as iostat's
@@ -52,7 +56,8 @@ struct IntervalRates {
   double dirty_mb_per_s = 0;  // the dirty data's growth (negative: it shrank)
   double cleaner_mb_per_s = 0;
 };
-IntervalRates RatesBetween(const Fields& before, const Fields& after, double seconds);
+IntervalRates RatesBetween(const Fields& before, const Fields& after, double seconds,
+                           bool reset_at_each_sample = false);
 
 // `stats --watch`: a header, then a row an interval ending at `clock`.
 std::string WatchHeader();

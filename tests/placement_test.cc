@@ -118,6 +118,18 @@ TEST(HeatMapTest, TakesTheOlderFormatAndFinerRegions) {
   EXPECT_EQ(coarse.DayHeat(0), 3u);
   EXPECT_EQ(coarse.DayHeat(1), 1u);
   EXPECT_FALSE(fine.Decode(coarse.Encode()));  // coarser into finer: no
+  // Regions that are not a whole number of the old ones (the default went
+  // from 16384 to 8192 regions: 932 lines a region became 1863).
+  HeatMap odd(uint64_t{15258790} * 65536, 65536, 16384);
+  HeatMap now(uint64_t{15258790} * 65536, 65536, 8192);
+  ASSERT_EQ(odd.region_bytes(), 932u * 65536);
+  ASSERT_EQ(now.region_bytes(), 1863u * 65536);
+  odd.AdvanceTo(7);
+  odd.Record(uint64_t{931} * 65536, 65536);   // old region 0 -> new region 0
+  odd.Record(uint64_t{1864} * 65536, 65536);  // old region 2 starts at line 1864 -> new region 1
+  ASSERT_TRUE(now.Decode(odd.Encode()));
+  EXPECT_EQ(now.DayHeat(0), 16u);
+  EXPECT_EQ(now.DayHeat(1), 16u);
 
   std::string v1("heatmap1", 8);  // 16 regions, hour 100: region 3 has 7 now, 5 an hour ago
   const uint32_t regions = 16;

@@ -164,6 +164,35 @@ TEST(StatsViewTest, AResetInTheIntervalCountsFromZero) {
   EXPECT_DOUBLE_EQ(RatesBetween(Running(), after, 1.0).read_iops, 4);
 }
 
+// stats --watch --reset: the daemon zeroes the counters at each sample,
+// so each sample is one interval's count already.
+TEST(StatsViewTest, ResetAtEachSampleTakesTheSampleAsTheInterval) {
+  Fields before = Running(), after = Running();
+  Set(before, "read_requests", "300");
+  Set(after, "read_requests", "300");  // as many again in this interval
+  EXPECT_DOUBLE_EQ(RatesBetween(before, after, 1.0, true).read_iops, 300);
+  EXPECT_DOUBLE_EQ(RatesBetween(before, after, 1.0).read_iops, 0);
+}
+
+// A cache that was stopped, or whose daemon refused, at the first sample
+// has no interval: its lifetime's counters are no rate.
+TEST(StatsViewTest, NoRatesAcrossAStart) {
+  const Fields stopped{{"name", "vol"}, {"state", "stopped"}};
+  EXPECT_EQ(RatesBetween(stopped, Running(), 1.0).read_iops, 0);
+  const Fields refused{{"name", "vol"}, {"state", "refused"}};
+  EXPECT_FALSE(FieldView(refused).running());
+  EXPECT_EQ(CapacityText(FieldView(refused)), "-");
+  EXPECT_EQ(TopRow(refused, {}), "vol              refused \n");
+}
+
+// A long device path is printed whole, its line ended.
+TEST(StatsViewTest, LongPathsAreNotCut) {
+  Fields f = Running();
+  const std::string path = "/dev/disk/by-path/" + std::string(400, 'p');
+  Set(f, "origin", path);
+  EXPECT_TRUE(HasLine(HumanStats(f), "  origin               " + path + ", 1.0 GiB"));
+}
+
 TEST(StatsViewTest, TopAndListColumns) {
   const std::string row = TopRow(Running(), RatesBetween(Running(), Running(), 1.0));
   EXPECT_EQ(row.rfind("vol              running  write-back       1.0 MiB  50.0 %  12.5 %", 0), 0u) << row;

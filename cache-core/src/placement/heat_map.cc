@@ -118,8 +118,9 @@ std::string HeatMap::Encode() const {
   return out;
 }
 
-// Either format, and a map of finer regions folded into this one's (the
-// same origin, regions a whole number of the old ones).
+// Either format, and a map of finer regions over the same origin folded
+// into this one's: each old region counts in the region holding its start
+// (heat is a ranking aid; a region cut by a boundary lends it to one side).
 bool HeatMap::Decode(const std::string& data) {
   if (data.size() < kHeader) return false;
   const bool v1 = std::memcmp(data.data(), kMagicV1, 8) == 0;
@@ -128,13 +129,15 @@ bool HeatMap::Decode(const std::string& data) {
   const uint64_t region_bytes = Load<uint64_t>(data.data() + 12);
   const int64_t hour = Load<int64_t>(data.data() + 20);
   const size_t body = v1 ? size_t{regions} * kHours * 4 : size_t{regions} * (4 + kPastHours * 2);
-  if (data.size() != kHeader + body || hour < 0 || region_bytes == 0 || region_bytes_ % region_bytes) return false;
-  const uint64_t fold = region_bytes_ / region_bytes;
-  if ((regions + fold - 1) / fold != regions_) return false;  // another origin
+  if (data.size() != kHeader + body || hour < 0 || region_bytes == 0 || region_bytes > region_bytes_) return false;
+  // The same origin: each map's last region holds its end.
+  const uint64_t old_end = uint64_t{regions} * region_bytes, end = uint64_t{regions_} * region_bytes_;
+  if (regions == 0 || old_end <= end - region_bytes_ || end <= old_end - region_bytes) return false;
   const char* p = data.data() + kHeader;
   std::vector<uint64_t> counts(size_t{regions_} * kHours, 0);
   for (uint32_t r = 0; r < regions; ++r) {
-    uint64_t* to = &counts[r / fold * kHours];
+    const uint64_t into = std::min<uint64_t>(regions_ - 1, uint64_t{r} * region_bytes / region_bytes_);
+    uint64_t* to = &counts[into * kHours];
     for (uint32_t i = 0; i < kPastHours; ++i) {
       const int64_t h = hour - kPastHours + i;
       if (h < 0) continue;

@@ -23,7 +23,9 @@ struct StatsSnapshot {
   // Requests by outcome: all blocks hit, some hit, none hit.
   uint64_t read_requests_full_hit = 0, read_requests_partial_hit = 0, read_requests_miss = 0;
   uint64_t write_requests_full_hit = 0, write_requests_partial_hit = 0, write_requests_miss = 0;
-  // Requests and their bytes as clients sent them (taken: failed ones too).
+  // Reads and writes as the front ends handed them to the engine, and their
+  // bytes (failed ones too; a front end hands a write-zeroes over as writes
+  // of up to 1 MiB).
   uint64_t read_requests = 0, write_requests = 0, read_bytes = 0, write_bytes = 0;
   uint64_t capacity_lines = 0, occupancy_lines = 0, dirty_lines = 0, clean_lines = 0;
   uint64_t promotions = 0, evictions = 0, bypassed = 0;

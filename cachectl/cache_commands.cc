@@ -142,6 +142,7 @@ void ReleaseCacheDevice(const std::string& path) {
 
 int Attach(const std::vector<std::string>& args) {
   std::string origin, cache, name, mode_text = "writethrough", line_text = "64K", tcp, frontend = "auto", group;
+  std::string connections_text = std::to_string(kDefaultNbdConnections);
   uint32_t overprovision = 0;
   CommonOptions common;
   po::options_description desc = common.Describe(
@@ -157,6 +158,8 @@ int Attach(const std::vector<std::string>& args) {
       ("line-size", po::value(&line_text), "cache line size, 4K to 1M (default 64K)")
       ("nbd-tcp", po::value(&tcp), "also serve NBD on this host:port (never without this option)")
       ("group", po::value(&group), "this group may use the NBD socket and read stats (default: root only)")
+      ("nbd-connections", po::value(&connections_text), "NBD clients served at once, 1-1024 (default 32); "
+       "more are turned away as they connect")
       ("frontend", po::value(&frontend), "auto (default): ublk, else kernel NBD, as /dev/mapper/NAME where "
        "the kernel has them and device-mapper, else the NBD socket alone; ublk or nbd: that one or fail; socket")
       ("overprovision", po::value(&overprovision), "leave this share of the SSD unused, 0-90 % (discarded "
@@ -171,7 +174,9 @@ int Attach(const std::vector<std::string>& args) {
   Result<CacheMode> mode = ParseCacheMode(mode_text);
   Result<uint64_t> line = ParseSize(line_text);
   Result<int> gid = ResolveGroup(group);
-  for (const Status& s : {CheckName(name), mode.status(), line.status(), CheckFrontend(frontend), gid.status()}) {
+  Result<unsigned> connections = ParseNbdConnections(connections_text);
+  for (const Status& s : {CheckName(name), mode.status(), line.status(), CheckFrontend(frontend), gid.status(),
+                          connections.status()}) {
     if (!s.ok()) return Fail(kExitUsage, "attach: " + s.message());
   }
   Dirs dirs = common.dirs();
@@ -192,6 +197,7 @@ int Attach(const std::vector<std::string>& args) {
   spec.engine.line_size = static_cast<uint32_t>(line.value());
   spec.engine.overprovision_pct = overprovision;
   spec.tcp_address = tcp;
+  spec.nbd_connections = connections.value();
   spec.frontend = frontend;
   spec.socket_group = gid.value();
   if (volume) {
@@ -216,6 +222,7 @@ int Attach(const std::vector<std::string>& args) {
   }
   CacheConfig config{{"origin", spec.origin}, {"cache", spec.cache},
                      {"line_size", std::to_string(spec.engine.line_size)}, {"nbd_tcp", tcp}, {"group", group},
+                     {"nbd_connections", std::to_string(spec.nbd_connections)},
                      {"frontend", frontend}, {"online_volume", spec.online_volume},
                      {"online_table", spec.online_table}};
   Status saved = SaveConfig(dirs.ConfigFile(name), config);

@@ -117,6 +117,7 @@ Status Open(Daemon& d) {
   o.export_name = d.spec.name;
   o.unix_path = d.spec.dirs.NbdSocket(d.spec.name);
   o.tcp_address = d.spec.tcp_address;
+  o.max_connections = d.spec.nbd_connections;
   if (d.spec.socket_group >= 0) {
     o.socket_mode = 0660;
     o.socket_group = d.spec.socket_group;
@@ -361,6 +362,15 @@ Status CheckFrontend(const std::string& frontend) {
   return Status::InvalidArgument("unknown front end '" + frontend + "' (use auto, ublk, nbd or socket)");
 }
 
+Result<unsigned> ParseNbdConnections(const std::string& text) {
+  char* end = nullptr;
+  const unsigned long n = std::strtoul(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || n < 1 || n > 1024) {
+    return Status::InvalidArgument("--nbd-connections '" + text + "': give 1 to 1024 clients");
+  }
+  return static_cast<unsigned>(n);
+}
+
 Result<DaemonSpec> SpecFromConfig(const Dirs& dirs, const std::string& name, CacheConfig& config) {
   Result<int> gid = ResolveGroup(config["group"]);
   if (!gid.ok()) return Status::InvalidArgument(gid.status().message() + " (the socket group given at attach)");
@@ -370,6 +380,11 @@ Result<DaemonSpec> SpecFromConfig(const Dirs& dirs, const std::string& name, Cac
   spec.origin = config["origin"];
   spec.cache = config["cache"];
   spec.tcp_address = config["nbd_tcp"];
+  if (!config["nbd_connections"].empty()) {
+    Result<unsigned> n = ParseNbdConnections(config["nbd_connections"]);
+    if (!n.ok()) return Status::InvalidArgument(n.status().message() + " (nbd_connections in the saved configuration)");
+    spec.nbd_connections = n.value();
+  }
   spec.socket_group = gid.value();
   spec.online_volume = config["online_volume"];
   spec.online_table = config["online_table"];

@@ -11,6 +11,10 @@
 
 namespace cachectl {
 
+// NBD clients a cache serves at once unless attach says otherwise
+// (--nbd-connections); the kernel's own connections are not counted.
+inline constexpr unsigned kDefaultNbdConnections = 32;
+
 struct DaemonSpec {
   std::string name;
   Dirs dirs;
@@ -20,6 +24,7 @@ struct DaemonSpec {
   cachecore::Replace replace = cachecore::Replace::kNothing;  // what attach may format over
   cachecore::EngineConfig engine;
   std::string tcp_address;  // NBD over TCP only when given
+  unsigned nbd_connections = kDefaultNbdConnections;  // NBD clients served at once
   // The group that may use the NBD socket and read stats (sockets 0660);
   // -1: root only (0600).
   int socket_group = -1;
@@ -39,6 +44,9 @@ std::string HiddenOriginName(const std::string& cache_name);
 
 // Checks a --frontend value; the message lists the valid ones.
 cachecore::Status CheckFrontend(const std::string& frontend);
+
+// A --nbd-connections value: 1 to 1024.
+cachecore::Result<unsigned> ParseNbdConnections(const std::string& text);
 
 // Forks the daemon and waits until it serves (OK) or has failed; the
 // failure comes back as the daemon saw it, before anything was served.

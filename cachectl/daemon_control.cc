@@ -43,6 +43,7 @@ StatsReply StatsOf(Daemon& d) {
   num("dirty_high_pct", now.dirty_high_pct);
   num("dirty_low_pct", now.dirty_low_pct);
   num("cleaner_batch_lines", now.cleaner_batch_lines);
+  num("nbd_max_connections", d.spec.nbd_connections);
   num("capacity_lines", s.capacity_lines);
   num("overprovisioned_bytes", e.overprovisioned_bytes());
   PlacementSettings p = e.placement();

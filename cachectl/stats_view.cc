@@ -124,6 +124,7 @@ void SettingsSection(std::string& out, const FieldView& v) {
   const std::string& window = v.Text("placement_window");
   Line(out, "placement", window == "off" ? "off" : window + " at " + HumanBytes(v.Count("placement_rate")) + "/s");
   Line(out, "pin limit", HumanBytes(v.Count("pin_limit_bytes")));
+  Line(out, "NBD clients", "at most " + v.Text("nbd_max_connections") + " at once");
 }
 
 // Now less before; now itself when the counters were reset in between

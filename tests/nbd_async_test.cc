@@ -16,6 +16,7 @@
 
 #include "../dm-target-shim/src/nbd_async.h"
 #include "../dm-target-shim/src/nbd_protocol.h"
+#include "shim/nbd_server.h"
 #include "shim/socket_io.h"
 
 namespace shim {
@@ -41,6 +42,10 @@ class ParkingBackend : public BlockBackend {
   void FlushAsync(Completion* done) override { Park(done, 'f'); }
   void TrimAsync(uint64_t, uint64_t, Completion* done) override { Park(done, 't'); }
 
+  size_t Parked() {
+    std::lock_guard lock(mu_);
+    return parked_.size();
+  }
   // Waits until `n` requests are parked.
   void WaitParked(size_t n) {
     std::unique_lock lock(mu_);
@@ -102,7 +107,8 @@ struct Pair {
 TEST(NbdAsyncSessionTest, RepliesInCompletionOrder) {
   Pair p;
   ParkingBackend backend;
-  std::thread session([&] { ASSERT_TRUE(NbdAsyncSession(p.server, &backend).Run().ok()); });
+  BufferBudget budget(256ull << 20);
+  std::thread session([&] { ASSERT_TRUE(NbdAsyncSession(p.server, &backend, &budget).Run().ok()); });
   SendRequest(p.client, kCmdFlush, 1, 0, 0);
   SendRequest(p.client, kCmdTrim, 2, 0, 4096);
   backend.WaitParked(2);
@@ -147,7 +153,8 @@ class RoundMarker final : public cachecore::ReactorTask {
 TEST(NbdAsyncSessionTest, EndsWhenAReplyFailsWhilePaused) {
   Pair p;
   ParkingBackend backend;
-  NbdAsyncSession session(p.server, &backend);
+  BufferBudget budget(256ull << 20);
+  NbdAsyncSession session(p.server, &backend, &budget);
   auto done = std::async(std::launch::async, [&] { return session.Run().ok(); });
   constexpr uint32_t kBig = 32u << 20;  // four of these fill what a session may hold
   std::thread client([&] {
@@ -169,6 +176,78 @@ TEST(NbdAsyncSessionTest, EndsWhenAReplyFailsWhilePaused) {
   ASSERT_EQ(done.wait_for(std::chrono::seconds(60)), std::future_status::ready)
       << "the session never ended";
   EXPECT_TRUE(done.get());
+}
+
+// Reads one simple reply's header (and `data` bytes after it); its handle
+// and error.
+std::pair<uint64_t, uint32_t> ReadReply(int fd, uint32_t data = 0) {
+  uint8_t head[16];
+  EXPECT_TRUE(ReadFull(fd, head, sizeof(head)));
+  EXPECT_EQ(GetBe32(head), kSimpleReplyMagic);
+  std::vector<uint8_t> payload(data);
+  if (data > 0 && GetBe32(head + 4) == 0) {
+    EXPECT_TRUE(ReadFull(fd, payload.data(), data));
+  }
+  return {GetBe64(head + 8), GetBe32(head + 4)};
+}
+
+// A read or write past the advertised maximum is answered EINVAL (the
+// write's payload read and dropped) and the connection goes on; it used to
+// end the connection.
+TEST(NbdAsyncSessionTest, OversizedRequestsAreAnsweredEinval) {
+  Pair p;
+  ParkingBackend backend;
+  BufferBudget budget(256ull << 20);
+  NbdAsyncSession session(p.server, &backend, &budget);
+  auto done = std::async(std::launch::async, [&] { return session.Run().ok(); });
+  constexpr uint32_t kOver = kNbdMaxPayload + 4096;
+  std::thread client([&] {
+    SendRequest(p.client, kCmdRead, 1, 0, kOver);
+    SendRequest(p.client, kCmdWrite, 2, 0, kOver);
+    std::vector<uint8_t> payload(kOver, 0x5a);
+    ASSERT_TRUE(WriteFull(p.client, payload.data(), payload.size()));
+    SendRequest(p.client, kCmdFlush, 3, 0, 0);
+  });
+  EXPECT_EQ(ReadReply(p.client), (std::pair<uint64_t, uint32_t>{1, kEinval}));
+  EXPECT_EQ(ReadReply(p.client), (std::pair<uint64_t, uint32_t>{2, kEinval}));
+  client.join();
+  backend.WaitParked(1);  // the flush after them was read as a request
+  EXPECT_EQ(budget.used(), 0u);
+  backend.Release('f');
+  EXPECT_EQ(ReadReply(p.client), (std::pair<uint64_t, uint32_t>{3, 0}));
+  shutdown(p.client, SHUT_WR);
+  ASSERT_EQ(done.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+}
+
+// The server's buffer budget: a request that does not fit waits, read no
+// further, until bytes come back; a connection that holds nothing may
+// still take a small one, so one client cannot stop the others.
+TEST(NbdAsyncSessionTest, RequestsWaitForTheServersBufferBudget) {
+  Pair a, b;
+  ParkingBackend backend;
+  BufferBudget budget(8192);
+  NbdAsyncSession first(a.server, &backend, &budget), second(b.server, &backend, &budget);
+  auto first_done = std::async(std::launch::async, [&] { return first.Run().ok(); });
+  auto second_done = std::async(std::launch::async, [&] { return second.Run().ok(); });
+  SendRequest(a.client, kCmdRead, 1, 0, 8192);
+  backend.WaitParked(1);
+  SendRequest(a.client, kCmdRead, 2, 8192, 4096);  // 12 KiB would pass 8 KiB
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  EXPECT_EQ(backend.Parked(), 1u) << "a read past the budget went to the backend";
+  SendRequest(b.client, kCmdRead, 3, 0, 4096);  // b holds nothing: it may
+  backend.WaitParked(2);
+  EXPECT_EQ(budget.used(), 8192u + 4096);
+  backend.Release('r');  // 1 and 3 complete and give their bytes back
+  std::pair<uint64_t, uint32_t> got = ReadReply(a.client, 8192);
+  EXPECT_EQ(got.first, 1u);
+  EXPECT_EQ(ReadReply(b.client, 4096).first, 3u);
+  backend.WaitParked(1);  // 2 is taken now
+  backend.Release('r');
+  EXPECT_EQ(ReadReply(a.client, 4096).first, 2u);
+  for (Pair* p : {&a, &b}) shutdown(p->client, SHUT_WR);
+  ASSERT_EQ(first_done.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  ASSERT_EQ(second_done.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+  EXPECT_EQ(budget.used(), 0u);
 }
 
 }  // namespace

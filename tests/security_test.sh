@@ -124,4 +124,13 @@ wait $holder
 "$C" stats vol >"$W/out" 2>&1 || fail "stats after the idle connections went: $(cat "$W/out")"
 "$C" detach vol >/dev/null || fail "detach"
 
-[ $failures -eq 0 ] && echo "PASS: sockets, group, TCP, wipe, names, control limits" || { echo "$failures failures"; exit 1; }
+echo "== the NBD socket's limits"
+attach --nbd-connections 8 || fail "attach: $(cat "$W/out")"
+grep -q '"nbd_max_connections": 8' <("$C" stats vol --json) || fail "stats lacks the NBD limit"
+python3 "$(dirname "$0")/nbd_door_test.py" "$W/run/vol/nbd" "$(cat "$W/run/vol/pid")" vol 8 ||
+  fail "the NBD socket's limits (above)"
+"$C" detach vol >/dev/null || fail "detach after the NBD limits"
+out=$("$C" attach --origin "$W/origin.img" --cache "$W/ssd.img" --name vol --nbd-connections 0 2>&1)
+[ $? -eq 2 ] && echo "$out" | grep -q "give 1 to 1024 clients" || fail "--nbd-connections 0: $out"
+
+[ $failures -eq 0 ] && echo "PASS: sockets, group, TCP, wipe, names, control and NBD limits" || { echo "$failures failures"; exit 1; }

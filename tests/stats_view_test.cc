@@ -26,6 +26,7 @@ Fields Running() {
           {"dirty_high_pct", "80"},
           {"dirty_low_pct", "40"},
           {"cleaner_batch_lines", "64"},
+          {"nbd_max_connections", "32"},
           {"capacity_lines", "16"},
           {"overprovisioned_bytes", "0"},
           {"placement_window", "off"},
@@ -108,6 +109,7 @@ TEST(StatsViewTest, SettingsInHumanUnits) {
   EXPECT_TRUE(HasLine(view, "  sequential cutoff    4.0 MiB of a stream")) << view;
   EXPECT_TRUE(HasLine(view, "  dirty watermarks     target 10 %, low 40 %, high 80 %")) << view;
   EXPECT_TRUE(HasLine(view, "  placement            off")) << view;
+  EXPECT_TRUE(HasLine(view, "  NBD clients          at most 32 at once")) << view;
   Set(f, "placement_window", "22:00-04:00");
   Set(f, "seq_cutoff", "0");
   view = HumanStats(f);

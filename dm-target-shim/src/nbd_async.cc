@@ -26,7 +26,21 @@ constexpr uint64_t kMaxTaken = 256;
 constexpr uint64_t kMaxTakenBytes = 128ull << 20;
 // Replies per sendmsg: two iovecs each (header, data) within IOV_MAX.
 constexpr size_t kRepliesPerSend = IOV_MAX / 2;
+// Buffers free requests keep for the next ones (reuse spares an allocation
+// and its page faults); past this they are let go.
+constexpr uint64_t kMaxKeptBytes = 16ull << 20;
+// How soon a connection waiting for the server's buffer budget looks again.
+constexpr uint64_t kBudgetRetryNanoseconds = 1'000'000;
 }  // namespace
+
+bool BufferBudget::TryTake(uint64_t bytes, uint64_t held) {
+  uint64_t used = used_.load(std::memory_order_relaxed);
+  const bool guaranteed = held == 0 && bytes <= kGuaranteedBytes;
+  do {
+    if (!guaranteed && used + bytes > limit_) return false;
+  } while (!used_.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));
+  return true;
+}
 
 // One request from header to reply. Reused: its buffer keeps its capacity.
 struct AsyncNbdRequest final : Completion, cachecore::ReactorTask {
@@ -35,6 +49,7 @@ struct AsyncNbdRequest final : Completion, cachecore::ReactorTask {
   uint64_t handle = 0, offset = 0;
   uint32_t length = 0;
   uint32_t received = 0;  // payload bytes in so far
+  uint64_t budgeted = 0;  // bytes taken from the server's buffer budget
   uint64_t zeroed = 0;    // write zeroes: bytes asked of the backend so far
   bool flush_after = false;
   AlignedBuffer buffer;
@@ -72,6 +87,15 @@ class NbdAsyncSession::SendOp final : public cachecore::ReactorOp {
 };
 
 // Sends what is queued once the round's completions have all replied.
+class NbdAsyncSession::BudgetTimer final : public cachecore::ReactorTimer {
+ public:
+  explicit BudgetTimer(NbdAsyncSession* s) : s_(s) {}
+  void OnComplete(int) override { s_->RetryBudget(); }
+
+ private:
+  NbdAsyncSession* s_;
+};
+
 class NbdAsyncSession::SendTask final : public cachecore::ReactorTask {
  public:
   explicit SendTask(NbdAsyncSession* s) : s_(s) {}
@@ -84,9 +108,10 @@ class NbdAsyncSession::SendTask final : public cachecore::ReactorTask {
   NbdAsyncSession* s_;
 };
 
-NbdAsyncSession::NbdAsyncSession(int fd, BlockBackend* backend)
-    : fd_(fd), backend_(backend), size_(backend->size()), recv_op_(new RecvOp(this)),
-      send_op_(new SendOp(this)), send_task_(new SendTask(this)), in_(kReceiveBuffer) {}
+NbdAsyncSession::NbdAsyncSession(int fd, BlockBackend* backend, BufferBudget* budget)
+    : fd_(fd), backend_(backend), budget_(budget), size_(backend->size()), recv_op_(new RecvOp(this)),
+      send_op_(new SendOp(this)), send_task_(new SendTask(this)), in_(kReceiveBuffer),
+      budget_timer_(new BudgetTimer(this)) {}
 
 NbdAsyncSession::~NbdAsyncSession() = default;
 
@@ -108,6 +133,16 @@ Status NbdAsyncSession::Run() {
 
 void NbdAsyncSession::Continue() {
   while (!reading_ended_ && !receiving_) {
+    if (skipping_ != nullptr) {  // an oversized write's payload: dropped as it comes
+      size_t take = std::min<uint64_t>(in_end_ - in_begin_, skip_);
+      in_begin_ += take;
+      skip_ -= take;
+      if (skip_ > 0) return ReceiveMore();
+      AsyncNbdRequest* r = skipping_;
+      skipping_ = nullptr;
+      Reply(r, kEinval);
+      continue;
+    }
     if (filling_ != nullptr) {
       size_t take = std::min<size_t>(in_end_ - in_begin_, filling_->length - filling_->received);
       std::memcpy(filling_->buffer.data() + filling_->received, in_.data() + in_begin_, take);
@@ -119,7 +154,7 @@ void NbdAsyncSession::Continue() {
       Dispatch(r);
       continue;
     }
-    if (Paused()) return;  // a reply's release resumes it
+    if (Paused() || waiting_budget_) return;  // a reply's release, or the budget's timer, resumes it
     if (in_end_ - in_begin_ < kHeaderBytes) return ReceiveMore();
     if (!ParseRequest()) return EndReading();
   }
@@ -129,25 +164,57 @@ void NbdAsyncSession::Continue() {
 // payload follows. False for a disconnect or a stream it cannot follow.
 bool NbdAsyncSession::ParseRequest() {
   const uint8_t* h = in_.data() + in_begin_;
-  in_begin_ += kHeaderBytes;
   if (GetBe32(h) != kRequestMagic) return false;
   uint16_t type = GetBe16(h + 6);
   uint32_t length = GetBe32(h + 24);
   if (type == kCmdDisc) return false;
-  bool carries_data = type == kCmdWrite || type == kCmdRead;
-  if (carries_data && length > kNbdMaxPayload) return false;  // too big to take or answer
+  if (!TakeBudget(type, length)) return true;  // the header stays until there is room
+  in_begin_ += kHeaderBytes;
   AsyncNbdRequest* r = NewRequest();
+  r->budgeted = pending_budget_;
+  pending_budget_ = 0;
   r->flags = GetBe16(h + 4);
   r->type = type;
   r->handle = GetBe64(h + 8);
   r->offset = GetBe64(h + 16);
   r->length = length;
   r->received = 0;
+  const bool carries_data = type == kCmdWrite || type == kCmdRead;
+  if (carries_data && length > kNbdMaxPayload) {  // more than advertised: EINVAL
+    r->length = 0;  // no buffer; a read's reply carries no data
+    if (type == kCmdRead) {
+      Reply(r, kEinval);
+    } else {
+      skipping_ = r;
+      skip_ = length;
+    }
+    return true;
+  }
   taken_bytes_ += r->buffer_bytes();
   if (carries_data) r->buffer.Reserve(length);
   if (type == kCmdWrite) filling_ = r;
   else Dispatch(r);
   return true;
+}
+
+// The buffer of the request whose header is next, from the server's
+// budget; false (and a timer set to look again) when there is no room.
+bool NbdAsyncSession::TakeBudget(uint16_t type, uint32_t length) {
+  const bool buffered = (type == kCmdWrite || type == kCmdRead) && length <= kNbdMaxPayload;
+  if (!buffered || length == 0) return true;
+  if (budget_->TryTake(length, taken_bytes_)) {
+    pending_budget_ = length;
+    return true;
+  }
+  waiting_budget_ = true;
+  reactor_->After(kBudgetRetryNanoseconds, budget_timer_.get());
+  return false;
+}
+
+void NbdAsyncSession::RetryBudget() {
+  waiting_budget_ = false;
+  Continue();
+  MaybeFinish();
 }
 
 void NbdAsyncSession::ReceiveMore() {
@@ -180,9 +247,11 @@ void NbdAsyncSession::Received(int result) {
 
 void NbdAsyncSession::EndReading() {
   reading_ended_ = true;
-  if (filling_ != nullptr) {  // the client went away mid-request: nothing of it is written
-    Release(filling_);
-    filling_ = nullptr;
+  for (AsyncNbdRequest** r : {&filling_, &skipping_}) {
+    if (*r != nullptr) {  // the client went away mid-request: nothing of it is written
+      Release(*r);
+      *r = nullptr;
+    }
   }
   MaybeFinish();
 }
@@ -305,6 +374,7 @@ AsyncNbdRequest* NbdAsyncSession::NewRequest() {
   }
   AsyncNbdRequest* r = free_.back();
   free_.pop_back();
+  kept_bytes_ -= r->buffer.size();
   ++taken_;
   return r;
 }
@@ -312,13 +382,17 @@ AsyncNbdRequest* NbdAsyncSession::NewRequest() {
 void NbdAsyncSession::Release(AsyncNbdRequest* r) {
   --taken_;
   taken_bytes_ -= r->buffer_bytes();
+  budget_->Give(r->budgeted);
+  r->budgeted = 0;
+  if (kept_bytes_ + r->buffer.size() > kMaxKeptBytes) r->buffer = AlignedBuffer();
+  kept_bytes_ += r->buffer.size();
   free_.push_back(r);
 }
 
 bool NbdAsyncSession::Paused() const { return taken_ >= kMaxTaken || taken_bytes_ >= kMaxTakenBytes; }
 
 void NbdAsyncSession::MaybeFinish() {
-  if (reading_ended_ && !receiving_ && taken_ == 0 && !send_pending_) reactor_->Stop();
+  if (reading_ended_ && !receiving_ && taken_ == 0 && !send_pending_ && !waiting_budget_) reactor_->Stop();
 }
 
 }  // namespace shim

@@ -9,6 +9,7 @@
 
 #include <sys/socket.h>
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -20,9 +21,28 @@ namespace shim {
 
 struct AsyncNbdRequest;
 
+// Request buffers of every connection of one server against one limit
+// (NbdServerOptions::buffer_bytes). Thread-safe.
+class BufferBudget {
+ public:
+  // Within this a connection that holds no buffer may always take one.
+  static constexpr uint64_t kGuaranteedBytes = 1 << 20;
+  explicit BufferBudget(uint64_t limit) : limit_(limit) {}
+  // Takes `bytes` for a connection that holds `held` bytes already: within
+  // the limit, or past it when held is 0 and bytes <= kGuaranteedBytes.
+  bool TryTake(uint64_t bytes, uint64_t held);
+  void Give(uint64_t bytes) { used_.fetch_sub(bytes, std::memory_order_relaxed); }
+  uint64_t used() const { return used_.load(std::memory_order_relaxed); }
+
+ private:
+  const uint64_t limit_;
+  std::atomic<uint64_t> used_{0};
+};
+
 class NbdAsyncSession {
  public:
-  NbdAsyncSession(int fd, BlockBackend* backend);
+  // `budget` (not owned) must outlive the session.
+  NbdAsyncSession(int fd, BlockBackend* backend, BufferBudget* budget);
   ~NbdAsyncSession();
 
   // Serves until the connection ends (a disconnect, EOF, an error, a stream
@@ -39,12 +59,15 @@ class NbdAsyncSession {
   class RecvOp;
   class SendOp;
   class SendTask;
+  class BudgetTimer;
   // Reading: parse what the buffer holds, receive more when it runs out.
   void Continue();
   void Received(int result);
   void ReceiveMore();
   void ReceivePayload();
   bool ParseRequest();
+  bool TakeBudget(uint16_t type, uint32_t length);
+  void RetryBudget();
   void EndReading();
   // Running and answering.
   void Dispatch(AsyncNbdRequest* r);
@@ -59,6 +82,7 @@ class NbdAsyncSession {
 
   int fd_;
   BlockBackend* backend_;
+  BufferBudget* budget_;
   uint64_t size_;
   std::unique_ptr<cachecore::Reactor> reactor_;
   std::unique_ptr<RecvOp> recv_op_;
@@ -69,12 +93,18 @@ class NbdAsyncSession {
   std::vector<uint8_t> in_;  // received, not yet parsed: [in_begin_, in_end_)
   size_t in_begin_ = 0, in_end_ = 0;
   AsyncNbdRequest* filling_ = nullptr;  // a write whose payload is arriving
+  AsyncNbdRequest* skipping_ = nullptr;  // an oversized write whose payload is dropped
+  uint64_t skip_ = 0;                    // its payload bytes still to drop
+  std::unique_ptr<BudgetTimer> budget_timer_;
+  bool waiting_budget_ = false;  // a request waits for the server's buffer budget
+  uint64_t pending_budget_ = 0;  // taken for the header being parsed
   bool receiving_ = false, receiving_payload_ = false, reading_ended_ = false;
 
   std::vector<std::unique_ptr<AsyncNbdRequest>> requests_;  // all ever made
   std::vector<AsyncNbdRequest*> free_;
   uint64_t taken_ = 0;          // requests read and not yet released
   uint64_t taken_bytes_ = 0;    // their payload and read buffers
+  uint64_t kept_bytes_ = 0;     // buffers kept by free requests, for reuse
 
   std::vector<AsyncNbdRequest*> queued_, sending_;  // replies
   std::vector<iovec> iov_;

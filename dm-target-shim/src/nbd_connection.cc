@@ -29,25 +29,37 @@ struct NbdRequest {
   uint64_t handle = 0;
   uint64_t offset = 0;
   uint32_t length = 0;
+  bool oversized = false;  // a read or write past kNbdMaxPayload: EINVAL
   AlignedBuffer buffer;
 };
 
 NbdConnection::NbdConnection(int fd, BlockBackend* backend, const NbdServerOptions* options,
-                             bool handshake)
-    : fd_(fd), handshake_(handshake), backend_(backend), options_(options) {}
+                             BufferBudget* budget, bool handshake)
+    : fd_(fd), handshake_(handshake), backend_(backend), options_(options), budget_(budget) {}
 
 NbdConnection::~NbdConnection() { close(fd_); }
 
 void NbdConnection::Interrupt() { shutdown(fd_, SHUT_RDWR); }
 
+// Blocking reads of the socket give up after `seconds` (0: never).
+void SetReadTimeout(int fd, unsigned seconds) {
+  timeval limit{static_cast<time_t>(seconds), 0};
+  (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
+}
+
 void NbdConnection::Serve() {
-  if (handshake_ && !Handshake()) return;
+  if (handshake_) {
+    // A client that connects and says nothing must not hold its place.
+    SetReadTimeout(fd_, options_->handshake_timeout_seconds);
+    if (!Handshake()) return;
+    SetReadTimeout(fd_, 0);
+  }
   // On a reactor when the backend can complete requests without blocking
   // (the engine); with serving threads when it cannot (a test's or the
   // bench's emulated disk). Without a reactor (no epoll or eventfd to be
   // had) the engine could serve nothing either: the connection ends.
   if (backend_->asynchronous()) {
-    Status s = NbdAsyncSession(fd_, backend_).Run();
+    Status s = NbdAsyncSession(fd_, backend_, budget_).Run();
     if (!s.ok()) std::fprintf(stderr, "nbd: connection closed, no reactor to serve it on: %s\n", s.ToString().c_str());
     return;
   }
@@ -172,7 +184,7 @@ void NbdConnection::ServeRequests() {
   while (ReadRequest(r)) {
     bool known = r.type == kCmdRead || r.type == kCmdWrite || r.type == kCmdFlush ||
                  r.type == kCmdTrim || r.type == kCmdWriteZeroes;
-    uint32_t error = known ? CheckRange(r.type, r.offset, r.length) : kEinval;
+    uint32_t error = known && !r.oversized ? CheckRange(r.type, r.offset, r.length) : kEinval;
     if (error != 0) {
       Reply(r.handle, error, nullptr, 0);
       continue;
@@ -195,8 +207,15 @@ bool NbdConnection::ReadRequest(NbdRequest& r) {
   if (r.type == kCmdDisc) return false;
   bool has_payload = r.type == kCmdWrite;
   bool carries_data = has_payload || r.type == kCmdRead;
-  if (carries_data && r.length > kNbdMaxPayload) return false;  // too big to take or answer
-  if (has_payload) {
+  r.oversized = carries_data && r.length > kNbdMaxPayload;
+  if (r.oversized && has_payload) {  // dropped as it comes, then answered EINVAL
+    uint8_t scratch[64 * 1024];
+    for (uint32_t left = r.length; left > 0;) {
+      uint32_t n = std::min<uint32_t>(left, sizeof(scratch));
+      if (!ReadFull(fd_, scratch, n)) return false;
+      left -= n;
+    }
+  } else if (has_payload) {
     r.buffer.Reserve(r.length);
     // The client went away mid-request: nothing of it is written.
     if (!ReadFull(fd_, r.buffer.data(), r.length)) return false;

@@ -16,13 +16,15 @@
 namespace shim {
 
 struct NbdRequest;
+class BufferBudget;
 
 class NbdConnection {
  public:
   // handshake: false for a peer that is already past it (the kernel).
   // options->worker_threads threads serve the connection once it is past
   // the handshake: that many requests run at once.
-  NbdConnection(int fd, BlockBackend* backend, const NbdServerOptions* options,
+  // `budget` (the server's, for request buffers) must outlive it.
+  NbdConnection(int fd, BlockBackend* backend, const NbdServerOptions* options, BufferBudget* budget,
                 bool handshake = true);
   ~NbdConnection();
   // Runs the whole connection from the calling thread (and the serving
@@ -54,6 +56,7 @@ class NbdConnection {
   bool handshake_;
   BlockBackend* backend_;
   const NbdServerOptions* options_;
+  BufferBudget* budget_;
   std::mutex read_mu_;   // one reader of the socket at a time
   bool ended_ = false;   // under read_mu_: no more requests will be read
   std::mutex write_mu_;  // one reply on the socket at a time

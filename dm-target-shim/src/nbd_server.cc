@@ -10,6 +10,7 @@
 #include <mutex>
 #include <thread>
 
+#include "nbd_async.h"
 #include "nbd_connection.h"
 #include "shim/socket_io.h"
 
@@ -20,7 +21,7 @@ namespace {
 class NbdServerImpl : public NbdServer {
  public:
   NbdServerImpl(BlockBackend* backend, const NbdServerOptions& options)
-      : backend_(backend), options_(options) {}
+      : backend_(backend), options_(options), budget_(options.buffer_bytes) {}
 
   ~NbdServerImpl() override { Stop(); }
 
@@ -63,7 +64,7 @@ class NbdServerImpl : public NbdServer {
   Status Adopt(int fd) override {
     std::lock_guard stop_lock(stop_mu_);
     if (stopped_) return Status::Busy("the NBD server is stopping");
-    StartConnection(fd, /*handshake=*/false);
+    StartConnection(fd, /*from_kernel=*/true);
     return Status::Ok();
   }
 
@@ -72,6 +73,7 @@ class NbdServerImpl : public NbdServer {
     std::shared_ptr<NbdConnection> connection;
     std::thread thread;
     std::atomic<bool> done{false};
+    bool from_kernel = false;  // adopted: not counted against max_connections
   };
 
   void AcceptLoop() {
@@ -85,18 +87,31 @@ class NbdServerImpl : public NbdServer {
       for (size_t i = 0; i + 1 < fds.size(); ++i) {
         if (!(fds[i].revents & POLLIN)) continue;
         int client = accept4(fds[i].fd, nullptr, nullptr, SOCK_CLOEXEC);
-        if (client >= 0) StartConnection(client);
+        if (client < 0) continue;
+        if (ClientConnections() >= options_.max_connections) {
+          close(client);  // over the limit: the client sees the server hang up
+          continue;
+        }
+        StartConnection(client, /*from_kernel=*/false);
       }
     }
   }
 
-  void StartConnection(int fd, bool handshake = true) {
+  size_t ClientConnections() {
+    std::lock_guard lock(mu_);
+    size_t n = 0;
+    for (const Running& r : connections_) n += !r.from_kernel && !r.done.load();
+    return n;
+  }
+
+  void StartConnection(int fd, bool from_kernel) {
     ++served_;
-    auto conn = std::make_shared<NbdConnection>(fd, backend_, &options_, handshake);
+    auto conn = std::make_shared<NbdConnection>(fd, backend_, &options_, &budget_, !from_kernel);
     std::lock_guard lock(mu_);
     connections_.emplace_back();
     Running& r = connections_.back();
     r.connection = conn;
+    r.from_kernel = from_kernel;
     r.thread = std::thread([&r] {
       r.connection->Serve();
       r.done = true;
@@ -115,6 +130,7 @@ class NbdServerImpl : public NbdServer {
 
   BlockBackend* backend_;
   NbdServerOptions options_;
+  BufferBudget budget_;
   std::vector<int> listeners_;
   int wake_[2] = {-1, -1};
   std::thread acceptor_;

@@ -25,6 +25,17 @@ struct NbdServerOptions {
   // is the queue depth the devices see. An asynchronous backend (the
   // engine) is served on a reactor per connection instead (nbd_async.h).
   unsigned worker_threads = 32;
+  // The doors' limits. Connections over max_connections are closed as
+  // they come (the kernel's, by Adopt, are not counted). Request buffers
+  // of all connections together stay within buffer_bytes: past it a
+  // connection reads no further request until others give bytes back,
+  // except one of up to 1 MiB for a connection that holds none (a client
+  // that never reads its replies cannot stop the others). A connection
+  // that has not finished its handshake after handshake_timeout_seconds
+  // is closed.
+  unsigned max_connections = 32;
+  uint64_t buffer_bytes = 256ull << 20;
+  unsigned handshake_timeout_seconds = 10;
 };
 
 class NbdServer {
@@ -45,7 +56,9 @@ class NbdServer {
   virtual Status Adopt(int fd) = 0;
 };
 
-// Maximum payload of one request; larger requests end the connection.
+// Maximum payload of one request, as advertised. A larger read or write is
+// answered EINVAL (a write's payload is read and dropped), as the protocol
+// says; the connection goes on.
 constexpr uint32_t kNbdMaxPayload = 32u << 20;
 
 }  // namespace shim

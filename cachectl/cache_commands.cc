@@ -19,6 +19,7 @@
 #include "cachecore/metadata/superblock.h"
 #include "cachecore/devices/wipe.h"
 #include "cli_common.h"
+#include "shim/socket_io.h"
 #include "damage_cli.h"
 #include "commands.h"
 #include "control.h"
@@ -140,6 +141,18 @@ void ReleaseCacheDevice(const std::string& path) {
   if (device.ok()) (void)EraseSuperblock(device->get());
 }
 
+// --nbd-tcp: plain NBD carries the volume's data unencrypted and serves
+// whoever connects, so only on a loopback address unless --insecure says so.
+Status CheckTcpExport(const std::string& tcp, bool insecure) {
+  if (tcp.empty()) return Status::Ok();
+  Result<bool> loopback = shim::IsLoopbackTcp(tcp);
+  if (!loopback.ok()) return Status::InvalidArgument("--nbd-tcp " + loopback.status().message());
+  if (loopback.value() || insecure) return Status::Ok();
+  return Status::InvalidArgument("--nbd-tcp " + tcp + " is reached from other hosts, and NBD without TLS is "
+                                 "neither encrypted nor authenticated: give a loopback address, or --insecure "
+                                 "on a network you trust");
+}
+
 int Attach(const std::vector<std::string>& args) {
   std::string origin, cache, name, mode_text = "writethrough", line_text = "64K", tcp, frontend = "auto", group;
   std::string connections_text = std::to_string(kDefaultNbdConnections);
@@ -156,7 +169,10 @@ int Attach(const std::vector<std::string>& args) {
       ("name", po::value(&name), "cache name (default: from the origin's file name)")
       ("mode", po::value(&mode_text), "writethrough (default), writeback, writearound, readonly, passthrough (or wt, wb, wa, ro, pt)")
       ("line-size", po::value(&line_text), "cache line size, 4K to 1M (default 64K)")
-      ("nbd-tcp", po::value(&tcp), "also serve NBD on this host:port (never without this option)")
+      ("nbd-tcp", po::value(&tcp), "also serve NBD on this host:port (never without this option); a loopback "
+       "address unless --insecure")
+      ("insecure", "with --nbd-tcp: allow an address other hosts reach (NBD without TLS: neither encrypted "
+       "nor authenticated)")
       ("group", po::value(&group), "this group may use the NBD socket and read stats (default: root only)")
       ("nbd-connections", po::value(&connections_text), "NBD clients served at once, 1-1024 (default 32); "
        "more are turned away as they connect")
@@ -176,7 +192,7 @@ int Attach(const std::vector<std::string>& args) {
   Result<int> gid = ResolveGroup(group);
   Result<unsigned> connections = ParseNbdConnections(connections_text);
   for (const Status& s : {CheckName(name), mode.status(), line.status(), CheckFrontend(frontend), gid.status(),
-                          connections.status()}) {
+                          connections.status(), CheckTcpExport(tcp, vm.count("insecure") > 0)}) {
     if (!s.ok()) return Fail(kExitUsage, "attach: " + s.message());
   }
   Dirs dirs = common.dirs();

@@ -1,6 +1,9 @@
 #include "control.h"
 
+#include <poll.h>
 #include <unistd.h>
+
+#include <cerrno>
 
 #include "shim/socket_io.h"
 
@@ -18,6 +21,28 @@ bool ReadLine(int fd, std::string* line) {
     *line += c;
   }
   return false;
+}
+
+bool ReadLineBefore(int fd, std::string* line, std::chrono::steady_clock::time_point deadline) {
+  line->clear();
+  char buffer[4096];
+  for (;;) {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    if (left.count() <= 0) return false;
+    pollfd p{fd, POLLIN, 0};
+    const int ready = poll(&p, 1, static_cast<int>(left.count()));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) return false;
+    const ssize_t n = read(fd, buffer, sizeof(buffer));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    line->append(buffer, static_cast<size_t>(n));
+    if (size_t end = line->find('\n'); end != std::string::npos) {
+      line->resize(end);  // one request a connection: what follows it is not read
+      return line->size() <= kMaxLineBytes;
+    }
+    if (line->size() > kMaxLineBytes) return false;
+  }
 }
 
 Result<ControlReply> ReadAnswer(int fd, const ProgressSink& on_progress) {

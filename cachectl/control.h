@@ -4,6 +4,7 @@
 // answer. Also reads the daemon's start-up answer from its pipe.
 #pragma once
 
+#include <chrono>
 #include <string>
 
 #include "cachecore/base/status.h"
@@ -33,5 +34,8 @@ cachecore::Result<ControlReply> ReadAnswer(int fd, const ProgressSink& on_progre
 // Reads one '\n'-terminated line (without it), at most kMaxLineBytes;
 // false at EOF, on an error or past the limit.
 bool ReadLine(int fd, std::string* line);
+// ReadLine for a peer that may be hostile: the whole line must have come
+// by `deadline`, however slowly its bytes trickle in; false otherwise.
+bool ReadLineBefore(int fd, std::string* line, std::chrono::steady_clock::time_point deadline);
 
 }  // namespace cachectl

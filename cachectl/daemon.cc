@@ -197,14 +197,16 @@ bool CallerMayChange(int fd) {
 // timeout, and a bounded number of connections are served at once (a
 // member of the socket's group must not exhaust the daemon's threads).
 constexpr int kMaxControlConnections = 32;
-constexpr timeval kControlReadTimeout{5, 0};
+// Beyond the limit, places only for callers who may change the cache
+// (root): a group member holding every place cannot lock root out.
+constexpr int kRootReserve = 4;
+constexpr std::chrono::seconds kControlReadTime{5};
 constexpr timeval kControlWriteTimeout{30, 0};
 
 void ServeControlConnection(Daemon& d, int fd) {
-  (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &kControlReadTimeout, sizeof(kControlReadTimeout));
   (void)setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &kControlWriteTimeout, sizeof(kControlWriteTimeout));
   std::string line;
-  if (ReadLine(fd, &line)) {
+  if (ReadLineBefore(fd, &line, std::chrono::steady_clock::now() + kControlReadTime)) {
     DaemonControl target(d);
     ServeRequest(line, CallerMayChange(fd), target,
                  [fd](const std::string& answer) { (void)shim::WriteFull(fd, answer.data(), answer.size()); });
@@ -220,7 +222,9 @@ void ControlLoop(Daemon& d) {
       if (errno == EINTR) continue;
       return;  // closed at shutdown
     }
-    if (d.control_connections.fetch_add(1) >= kMaxControlConnections) {
+    const int open = d.control_connections.fetch_add(1);
+    if (open >= kMaxControlConnections + kRootReserve ||
+        (open >= kMaxControlConnections && !CallerMayChange(fd))) {
       d.control_connections.fetch_sub(1);
       // A fresh socket's buffer takes this short line without blocking.
       const std::string answer = EncodeEnd(Status::Busy(

@@ -50,10 +50,13 @@ void CacheSection(std::string& out, const FieldView& v) {
   out += head + "\n";
   const uint64_t line = v.Count("line_size");
   if (v.running()) Line(out, "device", DeviceText(v));
+  // The paths come from the saved configuration, which a member of the
+  // cache's socket group may not read: the sizes come from the daemon.
+  auto with = [](const std::string& path, const std::string& more) { return path.empty() ? more : path + ", " + more; };
   std::string origin = v.Text("origin"), cache = v.Text("cache");
   if (v.running()) {
-    origin += ", " + HumanBytes(v.Count("origin_bytes"));
-    cache += ", " + HumanBytes(v.Count("cache_device_bytes")) + ", lines of " + HumanBytes(line);
+    origin = with(origin, HumanBytes(v.Count("origin_bytes")));
+    cache = with(cache, HumanBytes(v.Count("cache_device_bytes")) + ", lines of " + HumanBytes(line));
   }
   Line(out, "origin", origin);
   Line(out, "cache device", cache);

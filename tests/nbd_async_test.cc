@@ -153,7 +153,7 @@ class RoundMarker final : public cachecore::ReactorTask {
 TEST(NbdAsyncSessionTest, EndsWhenAReplyFailsWhilePaused) {
   Pair p;
   ParkingBackend backend;
-  BufferBudget budget(256ull << 20);
+  BufferBudget budget(1ull << 30);  // a share that lets the session pause on its own cap
   NbdAsyncSession session(p.server, &backend, &budget);
   auto done = std::async(std::launch::async, [&] { return session.Run().ok(); });
   constexpr uint32_t kBig = 32u << 20;  // four of these fill what a session may hold
@@ -217,6 +217,21 @@ TEST(NbdAsyncSessionTest, OversizedRequestsAreAnsweredEinval) {
   EXPECT_EQ(ReadReply(p.client), (std::pair<uint64_t, uint32_t>{3, 0}));
   shutdown(p.client, SHUT_WR);
   ASSERT_EQ(done.wait_for(std::chrono::seconds(60)), std::future_status::ready);
+}
+
+// A connection holds at most a quarter of the budget, so that a few
+// clients that read no replies cannot hold all of it.
+TEST(BufferBudgetTest, ALimitAShareAndAGuarantee) {
+  BufferBudget budget(256ull << 20);
+  EXPECT_TRUE(budget.TryTake(32ull << 20, 0));
+  EXPECT_TRUE(budget.TryTake(32ull << 20, 32ull << 20));    // 64 MiB: its share
+  EXPECT_FALSE(budget.TryTake(4096, 64ull << 20));          // past its share
+  for (int i = 0; i < 3; ++i) EXPECT_TRUE(budget.TryTake(64ull << 20, 0));  // three more: all of it
+  EXPECT_FALSE(budget.TryTake(2ull << 20, 0));              // past the limit, over the guarantee
+  EXPECT_TRUE(budget.TryTake(1ull << 20, 0));               // a connection holding nothing: 1 MiB
+  EXPECT_EQ(budget.used(), (256ull << 20) + (1ull << 20));
+  budget.Give(budget.used());
+  EXPECT_EQ(budget.used(), 0u);
 }
 
 // The server's buffer budget: a request that does not fit waits, read no

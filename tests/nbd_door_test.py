@@ -124,6 +124,21 @@ took = time.time() - start
 if len(hello) != 18 or rest != b"" or took > 20:
     failures.append(f"an idle handshake: {len(hello)} bytes of greeting, then {rest!r} after {took:.0f} s")
 
+# One that trickles its handshake a byte a second is let go all the same.
+trickle = connect()
+trickle.settimeout(30)
+recv_exact(trickle, 18)
+start = time.time()
+try:
+    while time.time() - start < 30:
+        trickle.send(b"\0")
+        time.sleep(1)
+except OSError:
+    pass
+took = time.time() - start
+if took > 15:
+    failures.append(f"a handshake trickled a byte a second went on for {took:.0f} s")
+
 for f in failures:
     print("FAIL:", f)
 sys.exit(1 if failures else 0)

@@ -27,9 +27,12 @@ class BufferBudget {
  public:
   // Within this a connection that holds no buffer may always take one.
   static constexpr uint64_t kGuaranteedBytes = 1 << 20;
+  // No connection holds more than 1/kShares of the limit.
+  static constexpr uint64_t kShares = 4;
   explicit BufferBudget(uint64_t limit) : limit_(limit) {}
   // Takes `bytes` for a connection that holds `held` bytes already: within
-  // the limit, or past it when held is 0 and bytes <= kGuaranteedBytes.
+  // the limit and the connection's share, or past them when held is 0 and
+  // bytes <= kGuaranteedBytes.
   bool TryTake(uint64_t bytes, uint64_t held);
   void Give(uint64_t bytes) { used_.fetch_sub(bytes, std::memory_order_relaxed); }
   uint64_t used() const { return used_.load(std::memory_order_relaxed); }

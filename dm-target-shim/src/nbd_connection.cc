@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
+#include <condition_variable>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -41,18 +43,41 @@ NbdConnection::~NbdConnection() { close(fd_); }
 
 void NbdConnection::Interrupt() { shutdown(fd_, SHUT_RDWR); }
 
-// Blocking reads of the socket give up after `seconds` (0: never).
-void SetReadTimeout(int fd, unsigned seconds) {
-  timeval limit{static_cast<time_t>(seconds), 0};
-  (void)setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof(limit));
-}
+namespace {
+// Ends a handshake that is not over by its deadline, whatever the client
+// does (says nothing, trickles bytes, asks for options without end, reads
+// no reply): the socket is shut down under it, so its reads and writes fail.
+class HandshakeDeadline {
+ public:
+  HandshakeDeadline(int fd, unsigned seconds)
+      : watchdog_([this, fd, seconds] {
+          std::unique_lock lock(mu_);
+          if (!cv_.wait_for(lock, std::chrono::seconds(seconds), [this] { return over_; })) {
+            shutdown(fd, SHUT_RDWR);
+          }
+        }) {}
+  ~HandshakeDeadline() {
+    {
+      std::lock_guard lock(mu_);
+      over_ = true;
+    }
+    cv_.notify_all();
+    watchdog_.join();
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool over_ = false;
+  std::thread watchdog_;  // last: it uses the members above
+};
+}  // namespace
 
 void NbdConnection::Serve() {
   if (handshake_) {
-    // A client that connects and says nothing must not hold its place.
-    SetReadTimeout(fd_, options_->handshake_timeout_seconds);
+    // A client that does not finish its handshake must not hold its place.
+    HandshakeDeadline deadline(fd_, options_->handshake_timeout_seconds);
     if (!Handshake()) return;
-    SetReadTimeout(fd_, 0);
   }
   // On a reactor when the backend can complete requests without blocking
   // (the engine); with serving threads when it cannot (a test's or the

@@ -106,7 +106,10 @@ class NbdServerImpl : public NbdServer {
 
   void StartConnection(int fd, bool from_kernel) {
     ++served_;
-    auto conn = std::make_shared<NbdConnection>(fd, backend_, &options_, &budget_, !from_kernel);
+    // The kernel's connections have a budget of their own: no socket client
+    // can make the kernel's device wait.
+    auto conn = std::make_shared<NbdConnection>(fd, backend_, &options_, from_kernel ? &kernel_budget_ : &budget_,
+                                                !from_kernel);
     std::lock_guard lock(mu_);
     connections_.emplace_back();
     Running& r = connections_.back();
@@ -131,6 +134,7 @@ class NbdServerImpl : public NbdServer {
   BlockBackend* backend_;
   NbdServerOptions options_;
   BufferBudget budget_;
+  BufferBudget kernel_budget_{UINT64_MAX};  // each session's own cap bounds it
   std::vector<int> listeners_;
   int wake_[2] = {-1, -1};
   std::thread acceptor_;

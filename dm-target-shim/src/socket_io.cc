@@ -1,6 +1,8 @@
 #include "shim/socket_io.h"
 
+#include <arpa/inet.h>
 #include <netdb.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -87,7 +89,10 @@ Result<int> ListenUnix(const std::string& path, unsigned mode, int gid) {
   return fd;
 }
 
-Result<int> ListenTcp(const std::string& address) {
+namespace {
+// "host:port" (an IPv6 host in brackets) to the address to listen on; the
+// caller frees it (freeaddrinfo).
+Result<addrinfo*> ResolveListenAddress(const std::string& address) {
   size_t colon = address.rfind(':');
   if (colon == std::string::npos) return Status::InvalidArgument("TCP address must be host:port");
   std::string host = address.substr(0, colon), port = address.substr(colon + 1);
@@ -96,8 +101,30 @@ Result<int> ListenTcp(const std::string& address) {
   hints.ai_socktype = SOCK_STREAM;
   hints.ai_flags = AI_PASSIVE;
   addrinfo* res = nullptr;
-  int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &res);
+  int rc = getaddrinfo(host.empty() ? nullptr : host.c_str(), port.c_str(), &hints, &res);
   if (rc != 0) return Status::InvalidArgument(address + ": " + gai_strerror(rc));
+  return res;
+}
+}  // namespace
+
+Result<bool> IsLoopbackTcp(const std::string& address) {
+  Result<addrinfo*> resolved = ResolveListenAddress(address);
+  if (!resolved.ok()) return resolved.status();
+  const addrinfo* a = resolved.value();
+  bool loopback = false;
+  if (a->ai_family == AF_INET) {
+    loopback = (ntohl(reinterpret_cast<const sockaddr_in*>(a->ai_addr)->sin_addr.s_addr) >> 24) == 127;
+  } else if (a->ai_family == AF_INET6) {
+    loopback = IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(a->ai_addr)->sin6_addr);
+  }
+  freeaddrinfo(resolved.value());
+  return loopback;
+}
+
+Result<int> ListenTcp(const std::string& address) {
+  Result<addrinfo*> resolved = ResolveListenAddress(address);
+  if (!resolved.ok()) return resolved.status();
+  addrinfo* res = resolved.value();
   int fd = socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
   int one = 1;
   if (fd >= 0) setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));

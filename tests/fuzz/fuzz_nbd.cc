@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "nbd_async.h"
 #include "nbd_connection.h"
 
 namespace {
@@ -67,7 +68,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // is (no handshake): both paths get fuzzed.
     static const uint8_t kRequestMagic[4] = {0x25, 0x60, 0x95, 0x13};
     bool handshake = size < 4 || std::memcmp(data, kRequestMagic, 4) != 0;
-    auto conn = std::make_shared<shim::NbdConnection>(pair[0], &backend, &options, handshake);
+    static shim::BufferBudget budget(options.buffer_bytes);
+    auto conn = std::make_shared<shim::NbdConnection>(pair[0], &backend, &options, &budget, handshake);
     conn->Serve();
   }  // the connection closes its end here; the client sees EOF
   client.join();

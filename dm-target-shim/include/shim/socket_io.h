@@ -37,6 +37,9 @@ inline uint64_t GetBe64(const uint8_t* p) {
 cachecore::Result<int> ListenUnix(const std::string& path, unsigned mode, int gid = -1);
 // A listening TCP socket on "host:port".
 cachecore::Result<int> ListenTcp(const std::string& address);
+// Whether "host:port" is a loopback address (127.0.0.0/8, ::1), resolved as
+// ListenTcp resolves it; kInvalidArgument when it does not resolve.
+cachecore::Result<bool> IsLoopbackTcp(const std::string& address);
 // A connected unix socket, or an error naming the path.
 cachecore::Result<int> ConnectUnix(const std::string& path);
 

@@ -141,18 +141,6 @@ void ReleaseCacheDevice(const std::string& path) {
   if (device.ok()) (void)EraseSuperblock(device->get());
 }
 
-// --nbd-tcp: plain NBD carries the volume's data unencrypted and serves
-// whoever connects, so only on a loopback address unless --insecure says so.
-Status CheckTcpExport(const std::string& tcp, bool insecure) {
-  if (tcp.empty()) return Status::Ok();
-  Result<bool> loopback = shim::IsLoopbackTcp(tcp);
-  if (!loopback.ok()) return Status::InvalidArgument("--nbd-tcp " + loopback.status().message());
-  if (loopback.value() || insecure) return Status::Ok();
-  return Status::InvalidArgument("--nbd-tcp " + tcp + " is reached from other hosts, and NBD without TLS is "
-                                 "neither encrypted nor authenticated: give a loopback address, or --insecure "
-                                 "on a network you trust");
-}
-
 int Attach(const std::vector<std::string>& args) {
   std::string origin, cache, name, mode_text = "writethrough", line_text = "64K", tcp, frontend = "auto", group;
   std::string connections_text = std::to_string(kDefaultNbdConnections);
@@ -213,6 +201,7 @@ int Attach(const std::vector<std::string>& args) {
   spec.engine.line_size = static_cast<uint32_t>(line.value());
   spec.engine.overprovision_pct = overprovision;
   spec.tcp_address = tcp;
+  spec.tcp_insecure = vm.count("insecure") > 0;
   spec.nbd_connections = connections.value();
   spec.frontend = frontend;
   spec.socket_group = gid.value();
@@ -239,6 +228,7 @@ int Attach(const std::vector<std::string>& args) {
   CacheConfig config{{"origin", spec.origin}, {"cache", spec.cache},
                      {"line_size", std::to_string(spec.engine.line_size)}, {"nbd_tcp", tcp}, {"group", group},
                      {"nbd_connections", std::to_string(spec.nbd_connections)},
+                     {"nbd_tcp_insecure", spec.tcp_insecure ? "1" : "0"},
                      {"frontend", frontend}, {"online_volume", spec.online_volume},
                      {"online_table", spec.online_table}};
   Status saved = SaveConfig(dirs.ConfigFile(name), config);

@@ -116,6 +116,9 @@ Status Open(Daemon& d) {
   shim::NbdServerOptions o;
   o.export_name = d.spec.name;
   o.unix_path = d.spec.dirs.NbdSocket(d.spec.name);
+  // Again at every start: a name that was a loopback address at attach
+  // may resolve to another since.
+  CACHECORE_RETURN_IF_ERROR(CheckTcpExport(d.spec.tcp_address, d.spec.tcp_insecure));
   o.tcp_address = d.spec.tcp_address;
   o.max_connections = d.spec.nbd_connections;
   if (d.spec.socket_group >= 0) {
@@ -366,6 +369,18 @@ Status CheckFrontend(const std::string& frontend) {
   return Status::InvalidArgument("unknown front end '" + frontend + "' (use auto, ublk, nbd or socket)");
 }
 
+// --nbd-tcp: plain NBD carries the volume's data unencrypted and serves
+// whoever connects, so only on a loopback address unless --insecure says so.
+Status CheckTcpExport(const std::string& tcp, bool insecure) {
+  if (tcp.empty()) return Status::Ok();
+  Result<bool> loopback = shim::IsLoopbackTcp(tcp);
+  if (!loopback.ok()) return Status::InvalidArgument("--nbd-tcp " + loopback.status().message());
+  if (loopback.value() || insecure) return Status::Ok();
+  return Status::InvalidArgument("--nbd-tcp " + tcp + " is reached from other hosts, and NBD without TLS is "
+                                 "neither encrypted nor authenticated: give a loopback address, or --insecure "
+                                 "on a network you trust");
+}
+
 Result<unsigned> ParseNbdConnections(const std::string& text) {
   char* end = nullptr;
   const unsigned long n = std::strtoul(text.c_str(), &end, 10);
@@ -384,6 +399,9 @@ Result<DaemonSpec> SpecFromConfig(const Dirs& dirs, const std::string& name, Cac
   spec.origin = config["origin"];
   spec.cache = config["cache"];
   spec.tcp_address = config["nbd_tcp"];
+  // Caches attached before the loopback rule keep the address they were given.
+  auto insecure = config.find("nbd_tcp_insecure");
+  spec.tcp_insecure = insecure == config.end() || insecure->second == "1";
   if (!config["nbd_connections"].empty()) {
     Result<unsigned> n = ParseNbdConnections(config["nbd_connections"]);
     if (!n.ok()) return Status::InvalidArgument(n.status().message() + " (nbd_connections in the saved configuration)");

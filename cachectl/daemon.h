@@ -24,6 +24,7 @@ struct DaemonSpec {
   cachecore::Replace replace = cachecore::Replace::kNothing;  // what attach may format over
   cachecore::EngineConfig engine;
   std::string tcp_address;  // NBD over TCP only when given
+  bool tcp_insecure = false;  // --insecure: tcp_address need not be a loopback address
   unsigned nbd_connections = kDefaultNbdConnections;  // NBD clients served at once
   // The group that may use the NBD socket and read stats (sockets 0660);
   // -1: root only (0600).
@@ -44,6 +45,11 @@ std::string HiddenOriginName(const std::string& cache_name);
 
 // Checks a --frontend value; the message lists the valid ones.
 cachecore::Status CheckFrontend(const std::string& frontend);
+
+// --nbd-tcp's address: OK when empty, a loopback address, or `insecure`;
+// kInvalidArgument saying why otherwise (plain NBD is neither encrypted nor
+// authenticated).
+cachecore::Status CheckTcpExport(const std::string& tcp, bool insecure);
 
 // A --nbd-connections value: 1 to 1024.
 cachecore::Result<unsigned> ParseNbdConnections(const std::string& text);

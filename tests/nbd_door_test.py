@@ -128,10 +128,14 @@ if len(hello) != 18 or rest != b"" or took > 20:
 trickle = connect()
 trickle.settimeout(30)
 recv_exact(trickle, 18)
+trickle.sendall(struct.pack(">I", 3))  # valid flags: the server then waits for options
+option = struct.pack(">QII", 0x49484156454F5054, 3, 0) * 100  # NBD_OPT_LIST, a byte at a time
 start = time.time()
 try:
-    while time.time() - start < 30:
-        trickle.send(b"\0")
+    for byte in option:
+        if time.time() - start > 30:
+            break
+        trickle.send(bytes([byte]))
         time.sleep(1)
 except OSError:
     pass

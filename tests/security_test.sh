@@ -55,6 +55,14 @@ done
 [ -z "$(ls "$W/state" 2>/dev/null)" ] || fail "a refused TCP attach left state: $(ls "$W/state")"
 attach --nbd-tcp "127.0.0.1:$port" || fail "attach on loopback: $(cat "$W/out")"
 ss -ltn | grep -q "127.0.0.1:$port " || fail "nothing listens on 127.0.0.1:$port"
+# The daemon checks again at start: an address that is no longer loopback
+# (here written into the saved configuration) is refused.
+"$C" stop vol >/dev/null || fail "stop"
+sed -i "s/^nbd_tcp=.*/nbd_tcp=0.0.0.0:$port/" "$W/state/vol/cache.conf"
+out=$("$C" start vol 2>&1) && fail "start with a non-loopback address and no --insecure: $out"
+echo "$out" | grep -q "neither encrypted nor authenticated" || fail "start's refusal: $out"
+sed -i "s/^nbd_tcp=.*/nbd_tcp=127.0.0.1:$port/" "$W/state/vol/cache.conf"
+"$C" start vol >/dev/null || fail "start on loopback again"
 "$C" detach vol >/dev/null || fail "detach"
 attach --nbd-tcp "0.0.0.0:$port" --insecure || fail "attach --insecure: $(cat "$W/out")"
 ss -ltn | grep -q "0.0.0.0:$port " || fail "nothing listens on 0.0.0.0:$port"

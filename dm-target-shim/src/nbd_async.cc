@@ -36,7 +36,7 @@ constexpr uint64_t kBudgetRetryNanoseconds = 1'000'000;
 bool BufferBudget::TryTake(uint64_t bytes, uint64_t held) {
   uint64_t used = used_.load(std::memory_order_relaxed);
   const bool guaranteed = held == 0 && bytes <= kGuaranteedBytes;
-  if (!guaranteed && held + bytes > limit_ / kShares) return false;
+  if (!guaranteed && held > 0 && held + bytes > limit_ / kShares) return false;
   do {
     if (!guaranteed && used + bytes > limit_) return false;
   } while (!used_.compare_exchange_weak(used, used + bytes, std::memory_order_relaxed));

@@ -27,7 +27,8 @@ class BufferBudget {
  public:
   // Within this a connection that holds no buffer may always take one.
   static constexpr uint64_t kGuaranteedBytes = 1 << 20;
-  // No connection holds more than 1/kShares of the limit.
+  // A connection that holds something already holds at most 1/kShares of
+  // the limit (its first request may be larger: it must be served).
   static constexpr uint64_t kShares = 4;
   explicit BufferBudget(uint64_t limit) : limit_(limit) {}
   // Takes `bytes` for a connection that holds `held` bytes already: within

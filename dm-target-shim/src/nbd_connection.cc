@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <thread>
 
 #include "nbd_async.h"
@@ -75,8 +76,10 @@ class HandshakeDeadline {
 
 void NbdConnection::Serve() {
   if (handshake_) {
-    // A client that does not finish its handshake must not hold its place.
-    HandshakeDeadline deadline(fd_, options_->handshake_timeout_seconds);
+    // A client that does not finish its handshake must not hold its place
+    // (a timeout of 0: no deadline).
+    std::optional<HandshakeDeadline> deadline;
+    if (options_->handshake_timeout_seconds > 0) deadline.emplace(fd_, options_->handshake_timeout_seconds);
     if (!Handshake()) return;
   }
   // On a reactor when the backend can complete requests without blocking

@@ -32,7 +32,7 @@ struct NbdServerOptions {
   // except one of up to 1 MiB for a connection that holds none (a client
   // that never reads its replies cannot stop the others). A connection
   // that has not finished its handshake after handshake_timeout_seconds
-  // is closed.
+  // (0: no limit) is closed.
   unsigned max_connections = 32;
   uint64_t buffer_bytes = 256ull << 20;
   unsigned handshake_timeout_seconds = 10;

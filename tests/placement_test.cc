@@ -155,6 +155,26 @@ TEST(HeatMapTest, TakesTheOlderFormatAndFinerRegions) {
   EXPECT_EQ(old.DayHeat(3), 1u);
 }
 
+// Found by reading: an hour that went back a day or more (a clock set
+// right after running ahead) froze the map, every access piling into one
+// hour until the clock caught up.
+TEST(HeatMapTest, AClockThatWentBackADayStartsTheDayAfresh) {
+  HeatMap h(64 << 20, 4096, 16);
+  h.AdvanceTo(1000);
+  h.Record(0, 4 * K);
+  h.AdvanceTo(999);  // an hour back: ignored
+  h.Record(0, 4 * K);
+  EXPECT_EQ(h.DayHeat(0), 2u);
+  h.AdvanceTo(900);  // four days back: afresh
+  EXPECT_EQ(h.DayHeat(0), 0u);
+  h.Record(0, 4 * K);
+  h.AdvanceTo(901);
+  h.Record(0, 4 * K);
+  EXPECT_EQ(h.DayHeat(0), 2u);
+  h.AdvanceTo(924);  // hour 900 is a day old now; 901 is the oldest kept
+  EXPECT_EQ(h.DayHeat(0), 1u);
+}
+
 TEST(MovementLogTest, SplitsMovementByHour) {
   MovementLog log;
   const int64_t t0 = 1000 * 3600;

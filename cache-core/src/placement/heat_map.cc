@@ -73,7 +73,18 @@ void HeatMap::Record(uint64_t offset, uint64_t length) {
 }
 
 void HeatMap::AdvanceTo(int64_t hour) {
-  if (hour_ >= 0 && hour <= hour_) return;  // the same hour (or the clock went back)
+  if (hour_ >= 0 && hour <= hour_) {
+    if (hour_ - hour < int64_t{kHours}) return;  // the same hour, or the clock stepped back a little
+    // The clock went back a day or more (or the stored hour was set ahead):
+    // waiting for it to catch up would pile every access into one hour
+    // for as long. The day starts afresh.
+    for (uint32_t r = 0; r < regions_; ++r) {
+      now_[r].store(0, std::memory_order_relaxed);
+      for (int64_t h = 0; h < int64_t{kPastHours}; ++h) Past(r, h).store(0, std::memory_order_relaxed);
+    }
+    hour_ = hour;
+    return;
+  }
   if (hour_ >= 0) {
     // The hour that ends becomes a past one (unless it is a day old
     // already); the hours passed over had nothing.

@@ -25,7 +25,9 @@ class HeatMap {
 
   void Record(uint64_t offset, uint64_t length);
   // Makes `hour` (hours since the epoch) the current one; the counters of
-  // the hours it passes over are zeroed (a day or more: all of them).
+  // the hours it passes over are zeroed (a day or more: all of them). An
+  // hour before the current one is ignored, unless it is a day or more
+  // before: then the clock went back, and the map starts afresh.
   void AdvanceTo(int64_t hour);
   // Accesses of `region` over the last 24 hours.
   uint64_t DayHeat(uint32_t region) const;

@@ -128,6 +128,13 @@ int WatchRates(const Dirs& dirs, const std::string& name, bool reset, double int
   }
 }
 
+// For list and top: a cache's fields, or its name and "refused" when its
+// daemon would not answer; `running` says whether a daemon answered.
+Fields DescribeForTable(const Dirs& dirs, const std::string& name, bool* running) {
+  Result<Fields> described = Describe(dirs, name, false, running);
+  return described.ok() ? described.value() : Fields{{"name", name}, {"state", "refused"}};
+}
+
 }  // namespace
 
 int RunStats(const std::vector<std::string>& args) {
@@ -199,8 +206,7 @@ int RunList(const std::vector<std::string>& args) {
   std::vector<std::vector<std::string>> human;  // SIZE, USED, DIRTY, HIT
   for (const std::string& name : ListCaches(dirs)) {
     bool running = false;
-    Result<Fields> described = Describe(dirs, name, false, &running);
-    Fields all = described.ok() ? described.value() : Fields{{"name", name}, {"state", "refused"}};
+    const Fields all = DescribeForTable(dirs, name, &running);
     const FieldView view(all);
     Fields row;
     for (const char* c : kColumns) row.push_back({c, view.Text(c)});
@@ -252,8 +258,7 @@ int RunTop(const std::vector<std::string>& args) {
     std::map<std::string, Fields> all;
     for (const std::string& name : ListCaches(dirs)) {
       bool running = false;
-      Result<Fields> d = Describe(dirs, name, false, &running);
-      all[name] = d.ok() ? d.value() : Fields{{"name", name}, {"state", "refused"}};
+      all[name] = DescribeForTable(dirs, name, &running);
     }
     return all;
   };

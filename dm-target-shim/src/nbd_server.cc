@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <list>
 #include <mutex>
@@ -21,7 +22,9 @@ namespace {
 class NbdServerImpl : public NbdServer {
  public:
   NbdServerImpl(BlockBackend* backend, const NbdServerOptions& options)
-      : backend_(backend), options_(options), budget_(options.buffer_bytes) {}
+      // Never below one request of the largest size, or such a request,
+      // which does not fit however much comes back, would wait for ever.
+      : backend_(backend), options_(options), budget_(std::max<uint64_t>(options.buffer_bytes, kNbdMaxPayload)) {}
 
   ~NbdServerImpl() override { Stop(); }
 

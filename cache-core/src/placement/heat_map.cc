@@ -53,6 +53,10 @@ HeatMap::HeatMap(uint64_t origin_size, uint32_t line_size, uint32_t max_regions)
   regions_ = static_cast<uint32_t>((origin_size + region_bytes_ - 1) / region_bytes_);
   now_ = std::make_unique<std::atomic<uint32_t>[]>(regions_);
   past_ = std::make_unique<std::atomic<uint16_t>[]>(size_t{regions_} * kPastHours);
+  Clear();
+}
+
+void HeatMap::Clear() {
   for (uint32_t r = 0; r < regions_; ++r) now_[r].store(0, std::memory_order_relaxed);
   for (size_t i = 0; i < size_t{regions_} * kPastHours; ++i) past_[i].store(0, std::memory_order_relaxed);
 }
@@ -78,10 +82,7 @@ void HeatMap::AdvanceTo(int64_t hour) {
     // The clock went back a day or more (or the stored hour was set ahead):
     // waiting for it to catch up would pile every access into one hour
     // for as long. The day starts afresh.
-    for (uint32_t r = 0; r < regions_; ++r) {
-      now_[r].store(0, std::memory_order_relaxed);
-      for (int64_t h = 0; h < int64_t{kPastHours}; ++h) Past(r, h).store(0, std::memory_order_relaxed);
-    }
+    Clear();
     hour_ = hour;
     return;
   }

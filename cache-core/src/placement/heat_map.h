@@ -50,6 +50,8 @@ class HeatMap {
     const int64_t slot = (hour % kPastHours + kPastHours) % kPastHours;
     return past_[size_t{region} * kPastHours + static_cast<size_t>(slot)];
   }
+  // Zeroes every count (the hour stays).
+  void Clear();
   // Makes the map's counts `counts`: per region, the 23 past hours oldest
   // first, then the current one (hour_'s).
   void Assign(const std::vector<uint64_t>& counts);

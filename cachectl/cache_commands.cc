@@ -19,6 +19,7 @@
 #include "cachecore/metadata/superblock.h"
 #include "cachecore/devices/wipe.h"
 #include "cli_common.h"
+#include "export_commands.h"
 #include "shim/socket_io.h"
 #include "damage_cli.h"
 #include "commands.h"
@@ -93,14 +94,6 @@ std::string Absolute(const std::string& path) {
   std::error_code ec;
   auto p = std::filesystem::absolute(path, ec);
   return ec ? path : p.string();
-}
-
-// The running daemon's stats (empty when it does not answer).
-StatsReply CurrentStats(const Dirs& dirs, const std::string& name) {
-  Result<ControlReply> answer = SendControl(dirs.ControlSocket(name), StatsRequest{});
-  if (!answer.ok() || answer->exit_code != kExitOk) return StatsReply{};
-  Result<StatsReply> stats = DecodeStatsReply(answer->data);
-  return stats.ok() ? stats.value() : StatsReply{};
 }
 
 // What the daemon serves, from its stats: the kernel device if any, the
@@ -264,7 +257,7 @@ int StartOne(const Dirs& dirs, const std::string& name, const std::string& front
   std::printf("started %s (%s, warm from %s)\n", name.c_str(), stats.Value("mode").c_str(),
               stats.Value("started_from") == "snapshot" ? "its snapshot" : "saved metadata");
   PrintServing(dirs, name, stats);
-  return 0;
+  return RestoreExport(dirs, name);
 }
 
 int Start(const std::vector<std::string>& args) {
@@ -324,6 +317,8 @@ int SimpleControl(const std::vector<std::string>& args, const char* verb, const 
   if (detach) {
     desc.add_options()("wipe", "then discard the whole cache device and zero what still reads as data");
   }
+  const bool releases = detach || std::holds_alternative<StopRequest>(request);
+  if (releases) desc.add_options()("force", "unexport first when the cache is exported over NVMe/TCP");
   po::variables_map vm;
   if (int rc = common.Parse(desc, args, vm, verb, "name"); rc >= 0) return rc;
   const bool wipe = vm.count("wipe") > 0;
@@ -332,6 +327,10 @@ int SimpleControl(const std::vector<std::string>& args, const char* verb, const 
   Dirs dirs = common.dirs();
   if (access(dirs.ConfigFile(name).c_str(), F_OK) != 0) {
     return Fail(kExitNotFound, std::string(verb) + ": no cache named '" + name + "'");
+  }
+  // Hosts using the export would lose the volume under them.
+  if (releases) {
+    if (int rc = ReleaseExport(dirs, name, verb, vm.count("force") > 0); rc != 0) return rc;
   }
   bool running = SendControl(dirs.ControlSocket(name), StatsRequest{}).ok();
   if (!running && detach) {

@@ -26,6 +26,13 @@ int AskCache(const Dirs& dirs, const std::string& name, const std::string& verb,
   return 0;
 }
 
+StatsReply CurrentStats(const Dirs& dirs, const std::string& name) {
+  cachecore::Result<ControlReply> answer = SendControl(dirs.ControlSocket(name), StatsRequest{});
+  if (!answer.ok() || answer->exit_code != kExitOk) return StatsReply{};
+  cachecore::Result<StatsReply> stats = DecodeStatsReply(answer->data);
+  return stats.ok() ? stats.value() : StatsReply{};
+}
+
 std::string JsonString(const std::string& s) {
   std::string out = "\"";
   for (char c : s) {

@@ -26,6 +26,9 @@ int AskCache(const Dirs& dirs, const std::string& name, const std::string& verb,
 
 // A reply decoded from a daemon's answer (a Decode* of protocol.h): 0 with
 // it in `out`, or prints "VERB: ..." and returns kExitFailed.
+// The running daemon's stats (empty when it does not answer).
+StatsReply CurrentStats(const Dirs& dirs, const std::string& name);
+
 template <typename T>
 int TakeReply(const std::string& verb, cachecore::Result<T> decoded, T* out) {
   if (!decoded.ok()) return Fail(kExitFailed, verb + ": the daemon sent a malformed answer: " + decoded.status().message());

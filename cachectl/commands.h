@@ -29,5 +29,7 @@ int RunRebuild(const std::vector<std::string>& args);
 int RunPin(const std::vector<std::string>& args);
 int RunUnpin(const std::vector<std::string>& args);
 int RunPins(const std::vector<std::string>& args);
+int RunExport(const std::vector<std::string>& args);
+int RunUnexport(const std::vector<std::string>& args);
 
 }  // namespace cachectl

@@ -31,6 +31,8 @@ const Command kCommands[] = {
     {"pin", RunPin, "keep a range of the volume in the cache (never evicted)"},
     {"unpin", RunUnpin, "let a pinned range be evicted by policy again"},
     {"pins", RunPins, "the pinned ranges, how much is cached, the limit"},
+    {"export", RunExport, "serve the cached volume to other machines over NVMe/TCP (the kernel's target)"},
+    {"unexport", RunUnexport, "stop serving it over NVMe/TCP"},
     {"start", RunStart, "start a cache from its saved metadata (warm)"},
     {"stop", RunStop, "stop serving; the cache stays warm on the SSD"},
     {"check", RunCheck, "verify a stopped cache's superblock, metadata and data, offline"},

@@ -12,6 +12,7 @@
 #include "cli_common.h"
 #include "commands.h"
 #include "control.h"
+#include "export_commands.h"
 #include "placement_commands.h"
 #include "stats_view.h"
 
@@ -25,7 +26,7 @@ namespace {
 // A number, or a boolean field's value, goes into JSON bare; anything else
 // as a string (a cache may well be named "true").
 bool IsJsonLiteral(const std::string& key, const std::string& v) {
-  if (key == "metadata_failed") return v == "true" || v == "false";
+  if (key == "metadata_failed" || key == "live") return v == "true" || v == "false";
   return !v.empty() && v.find_first_not_of("0123456789.") == std::string::npos;
 }
 
@@ -82,6 +83,7 @@ Result<Fields> Describe(const Dirs& dirs, const std::string& name, bool reset, b
     f.push_back({"cache", config.value()["cache"]});
   }
   f.push_back({"nbd_socket", *running ? dirs.NbdSocket(name) : ""});
+  AddExportFields(dirs, name, &f);
   return f;
 }
 
@@ -214,6 +216,7 @@ int RunList(const std::vector<std::string>& args) {
     const uint64_t line = view.Count("line_size");
     row.push_back({"capacity_bytes", running ? std::to_string(view.Count("capacity_lines") * line) : ""});
     row.push_back({"occupied_bytes", running ? std::to_string(view.Count("occupancy_lines") * line) : ""});
+    row.push_back({"nvme_export", view.Text("nvme_export.address")});
     rows.push_back(row);
     human.push_back({CapacityText(view), OccupancyText(view), DirtyText(view), HitRatioText(view)});
   }
@@ -222,7 +225,7 @@ int RunList(const std::vector<std::string>& args) {
     for (size_t i = 0; i < rows.size(); ++i) std::printf("%s%s", i ? ", " : "", ToJson(rows[i]).c_str());
     std::printf("]\n");
   } else if (vm.count("csv")) {
-    std::printf("name,state,mode,origin,cache,dirty_lines,hit_ratio,kernel_device,dm_device,capacity_bytes,occupied_bytes\n");
+    std::printf("name,state,mode,origin,cache,dirty_lines,hit_ratio,kernel_device,dm_device,capacity_bytes,occupied_bytes,nvme_export\n");
     for (const Fields& r : rows) std::printf("%s\n", CsvRow(r).c_str());
   } else {
     std::printf("%-16s %-15s %-12s %10s %7s %7s %7s  %-18s %s\n", "NAME", "STATE", "MODE", "SIZE", "USED", "DIRTY",
@@ -231,6 +234,7 @@ int RunList(const std::vector<std::string>& args) {
       const Fields& r = rows[i];
       const std::vector<std::string>& h = human[i];
       std::string device = r[8].second.empty() ? "(NBD socket)" : r[8].second;
+      if (!r[11].second.empty()) device += " +nvme-tcp " + r[11].second;
       std::printf("%-16s %-15s %-12s %10s %7s %7s %7s  %-18s %s -> %s\n", r[0].second.c_str(), r[1].second.c_str(),
                   r[2].second.c_str(), h[0].c_str(), h[1].c_str(), h[2].c_str(), h[3].c_str(), device.c_str(),
                   r[3].second.c_str(), r[4].second.c_str());

@@ -44,12 +44,19 @@ std::string DeviceText(const FieldView& v) {
   return "nbd+unix:///?socket=" + v.Text("nbd_socket");
 }
 
+std::string ExportText(const FieldView& v) {
+  std::string text = "nvme-tcp " + v.Text("nvme_export.address") + " as " + v.Text("nvme_export.nqn") +
+                     " to " + v.Text("nvme_export.hosts");
+  return v.Text("nvme_export.live") == "true" ? text : text + " (recorded, not served now)";
+}
+
 void CacheSection(std::string& out, const FieldView& v) {
   std::string head = v.Text("name") + ": " + v.Text("state");
   if (v.running()) head += ", " + v.Text("mode") + ", " + v.Text("policy");
   out += head + "\n";
   const uint64_t line = v.Count("line_size");
   if (v.running()) Line(out, "device", DeviceText(v));
+  if (!v.Text("nvme_export.address").empty()) Line(out, "exported", ExportText(v));
   // The paths come from the saved configuration, which a member of the
   // cache's socket group may not read: the sizes come from the daemon.
   auto with = [](const std::string& path, const std::string& more) { return path.empty() ? more : path + ", " + more; };

@@ -8,7 +8,9 @@ cd "$(dirname "$0")/.."
 packages=(
   build-essential cmake pkg-config ccache zstd
   librocksdb-dev libaio-dev libboost-program-options-dev libgtest-dev libzstd-dev libnbd-dev
-  libdevmapper-dev liburing-dev
+  libdevmapper-dev liburing-dev libgnutls28-dev
+  # NBD over TLS: the tests' keys and certificates (psktool, certtool)
+  gnutls-bin
   # NBD clients the interop tests use
   libnbd-bin python3-libnbd qemu-utils fio fuse3 e2fsprogs nbdkit
   # the security test looks for TCP listeners with ss
@@ -19,6 +21,8 @@ packages=(
   gnuplot-nox
   # the qemu guest with a real kernel (tests/guest)
   qemu-system-x86 busybox-static kmod cpio xz-utils dmsetup
+  # the NVMe/TCP export's guest test connects with nvme-cli
+  nvme-cli
   # libFuzzer targets (tests/fuzz), and the clang build with -Wthread-safety (scripts/test.sh)
   clang libclang-rt-14-dev
 )

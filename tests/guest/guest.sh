@@ -17,7 +17,7 @@ shift 2
 binaries=("$@")
 timeout_s=${GUEST_TIMEOUT:-600}
 # Bump when build_base changes, so cached initramfs images are rebuilt.
-base_image=base-v3.cpio.gz
+base_image=base-v4.cpio.gz
 mkdir -p "$cache"
 cache=$(cd "$cache" && pwd)
 
@@ -77,7 +77,10 @@ build_base() {
   local mods=$cache/kernel/lib/modules/$version/kernel m
   for m in drivers/block/nbd drivers/block/ublk_drv drivers/block/loop drivers/md/dm-mod \
            drivers/md/dm-delay drivers/md/dm-flakey drivers/md/dm-bufio fs/ext4/ext4 fs/jbd2/jbd2 \
-           fs/mbcache lib/crc16 crypto/crc32c_generic lib/libcrc32c arch/x86/crypto/crc32c-intel; do
+           fs/mbcache lib/crc16 crypto/crc32c_generic lib/libcrc32c arch/x86/crypto/crc32c-intel \
+           fs/configfs/configfs drivers/nvme/common/nvme-auth drivers/nvme/common/nvme-keyring \
+           drivers/nvme/host/nvme-core drivers/nvme/host/nvme-fabrics drivers/nvme/host/nvme-tcp \
+           drivers/nvme/target/nvmet drivers/nvme/target/nvmet-tcp; do
     [ -f "$mods/$m.ko.xz" ] || continue
     mkdir -p "$root/lib/modules/$version/kernel/$(dirname "$m")"
     xz -dc "$mods/$m.ko.xz" >"$root/lib/modules/$version/kernel/$m.ko"

@@ -18,7 +18,9 @@ using cachecore::Status;
 
 namespace {
 
-constexpr size_t kMaxNqnLength = 223;
+// The host's kernel takes NQNs shorter than 223 bytes (NVMF_NQN_SIZE with
+// its terminating zero) and splits its connect options on ','.
+constexpr size_t kMaxNqnLength = 222;
 
 std::string Errno(int err) { return std::strerror(err); }
 
@@ -86,15 +88,18 @@ std::string NvmeExport::HostsText() const {
 
 Status CheckNqn(const std::string& nqn) {
   if (nqn.size() > kMaxNqnLength) {
-    return Status::InvalidArgument("NQN '" + nqn.substr(0, 40) + "...' is longer than 223 bytes");
+    return Status::InvalidArgument("NQN '" + nqn.substr(0, 40) + "...' is longer than 222 bytes");
   }
   if (nqn.rfind("nqn.", 0) != 0 || nqn.size() < 5) {
     return Status::InvalidArgument("'" + nqn + "' is not an NQN (nqn.YYYY-MM.reversed.domain:name)");
   }
   for (char c : nqn) {
-    if (c <= ' ' || c > '~' || c == '/') {
-      return Status::InvalidArgument("NQN '" + nqn + "': only printable ASCII without spaces or '/'");
+    if (c <= ' ' || c > '~' || c == '/' || c == ',') {
+      return Status::InvalidArgument("NQN '" + nqn + "': only printable ASCII without spaces, '/' or ','");
     }
+  }
+  if (nqn == "nqn.2014-08.org.nvmexpress.discovery") {
+    return Status::InvalidArgument("'" + nqn + "' is the discovery service's NQN");
   }
   return Status::Ok();
 }
@@ -113,6 +118,9 @@ Status ParseNvmeAddress(const std::string& text, NvmeExport* e) {
     if (colon == std::string::npos) return Status::InvalidArgument("'" + text + "': ADDR:PORT expected, e.g. 192.0.2.10:4420");
     host = text.substr(0, colon);
     port = text.substr(colon + 1);
+    if (host.find(':') != std::string::npos) {
+      return Status::InvalidArgument("'" + text + "': an IPv6 address goes in brackets, e.g. [fd00::1]:4420");
+    }
   }
   unsigned char buf[16];
   bool v4 = inet_pton(AF_INET, host.c_str(), buf) == 1;
@@ -165,9 +173,9 @@ Status NvmetTarget::Available() const {
     (void)!std::system("modprobe -q nvmet-tcp >/dev/null 2>&1");
   }
   if (!Exists(root_)) {
-    if (!Exists("/sys/kernel/config")) {
-      return Status::NotFound("configfs is not mounted at /sys/kernel/config "
-                              "(mount -t configfs none /sys/kernel/config)");
+    if (root_ == kDefaultRoot && !Exists("/sys/kernel/config")) {
+      return Status::NotFound("configfs is not mounted at /sys/kernel/config, through which the kernel's NVMe "
+                              "target (modules nvmet, nvmet-tcp) is configured: mount -t configfs none /sys/kernel/config");
     }
     return Status::NotFound("the kernel's NVMe target is not available (" + root_ +
                             " is missing): load the nvmet and nvmet-tcp modules (modprobe nvmet-tcp)");

@@ -30,8 +30,9 @@ struct NvmeExport {
 };
 
 // An NQN as the NVMe specification has it: "nqn." then a date and a
-// reversed domain, at most 223 bytes of printable ASCII without spaces or
-// '/' (it names a configfs directory). InvalidArgument saying what is wrong.
+// reversed domain, at most 222 bytes of printable ASCII without spaces,
+// '/' (it names a configfs directory) or ',' (the host's kernel splits its
+// options on it); not the discovery NQN. InvalidArgument saying what is wrong.
 cachecore::Status CheckNqn(const std::string& nqn);
 
 // The subsystem NQN of a cache that was not given one.

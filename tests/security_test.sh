@@ -110,9 +110,13 @@ out=$("$C" attach --origin "$W/origin.img" --cache "$W/ssd.img" --line-size '4K;
 # detach of ../x would otherwise remove a directory beside the state dir.
 mkdir -p "$W/x" "$W/state"
 touch "$W/x/keep"
-for verb in stats flush detach start stop set pin unpin pins check rebuild; do
+for verb in stats flush detach start stop set pin unpin pins check rebuild export unexport; do
   extra=
-  case $verb in set) extra="--seq-cutoff 0" ;; pin|unpin) extra="--range 0:4096" ;; esac
+  case $verb in
+    set) extra="--seq-cutoff 0" ;;
+    pin|unpin) extra="--range 0:4096" ;;
+    export) extra="--nvme-tcp 127.0.0.1:4420 --allow-any-host" ;;
+  esac
   for bad in '../x' '../../x' '.' '..'; do
     out=$("$C" $verb "$bad" $extra 2>&1)
     rc=$?
@@ -122,6 +126,16 @@ for verb in stats flush detach start stop set pin unpin pins check rebuild; do
 done
 [ -f "$W/x/keep" ] || fail "a verb given ../x removed what lies beside the state directory"
 rm -rf "$W/x"
+
+echo "== an export needs a kernel device, and says why"
+attach || fail "attach: $(cat "$W/out")"
+out=$("$C" export vol --nvme-tcp 127.0.0.1:4420 --allow-any-host 2>&1)
+rc=$?
+[ $rc -eq 4 ] && echo "$out" | grep -q "has no kernel device" || fail "export of a socket-only cache: exit $rc: $out"
+[ ! -e "$W/state/vol/export.conf" ] || fail "a refused export was recorded"
+out=$("$C" unexport vol 2>&1)
+[ $? -eq 3 ] && echo "$out" | grep -q "is not exported" || fail "unexport of what is not exported: $out"
+"$C" detach vol >/dev/null
 
 echo "== the control socket's limits"
 attach --group users || fail "attach: $(cat "$W/out")"

@@ -67,9 +67,10 @@ echo "== the allowed host reads and writes"
 nvme connect -t tcp -a 127.0.0.1 -s 4420 -n $nqn --hostnqn=$host --hostid=$hostid || fail "connect"
 dev=
 for i in $(seq 1 50); do
-  for c in /sys/class/nvme/nvme*; do
+  # With multipath the disk is named after the subsystem, else after the controller.
+  for c in /sys/class/nvme-subsystem/nvme-subsys* /sys/class/nvme/nvme*; do
     [ "$(cat $c/subsysnqn 2>/dev/null)" = $nqn ] || continue
-    for n in /dev/$(basename $c)n1 /dev/$(basename $c)c*n1; do [ -b "$n" ] && dev=$n; done
+    for n in $c/nvme*n1; do [ -b "/dev/$(basename $n)" ] && dev=/dev/$(basename $n); done
   done
   [ -n "$dev" ] && break
   sleep 0.2

@@ -152,6 +152,10 @@ int Attach(const std::vector<std::string>& args) {
       ("line-size", po::value(&line_text), "cache line size, 4K to 1M (default 64K)")
       ("nbd-tcp", po::value(&tcp), "also serve NBD on this host:port (never without this option); a loopback "
        "address unless --insecure")
+      ("tls-psk", po::value<std::string>(), "with --nbd-tcp: TCP clients must use TLS with a key from this "
+       "file of username:hexkey lines (psktool's, as nbdkit and qemu-nbd take)")
+      ("tls-cert", po::value<std::string>(), "with --nbd-tcp: TCP clients must use TLS with X.509 certificates "
+       "from this directory (ca-cert.pem, server-cert.pem, server-key.pem; clients need a certificate the CA signed)")
       ("insecure", "with --nbd-tcp: allow an address other hosts reach (NBD without TLS: neither encrypted "
        "nor authenticated)")
       ("group", po::value(&group), "this group may use the NBD socket and read stats (default: root only)")
@@ -172,9 +176,18 @@ int Attach(const std::vector<std::string>& args) {
   Result<uint64_t> line = ParseSize(line_text);
   Result<int> gid = ResolveGroup(group);
   Result<unsigned> connections = ParseNbdConnections(connections_text);
+  DaemonSpec spec;
+  spec.tcp_address = tcp;
+  spec.tcp_insecure = vm.count("insecure") > 0;
+  if (vm.count("tls-psk")) spec.tls_psk = Absolute(vm["tls-psk"].as<std::string>());
+  if (vm.count("tls-cert")) spec.tls_cert = Absolute(vm["tls-cert"].as<std::string>());
   for (const Status& s : {CheckName(name), mode.status(), line.status(), CheckFrontend(frontend), gid.status(),
-                          connections.status(), CheckTcpExport(tcp, vm.count("insecure") > 0)}) {
+                          connections.status(), CheckTcpExport(spec)}) {
     if (!s.ok()) return Fail(kExitUsage, "attach: " + s.message());
+  }
+  // A key or certificate that cannot serve is said now, before any device changes.
+  if (Result<std::shared_ptr<const shim::NbdTls>> tls = LoadTls(spec); !tls.ok()) {
+    return Fail(ExitCodeOf(tls.status()), "attach: " + tls.status().message());
   }
   Dirs dirs = common.dirs();
   if (int rc = common.RequireRoot("attach"); rc != 0) return rc;
@@ -183,7 +196,6 @@ int Attach(const std::vector<std::string>& args) {
   }
   Status devices = CheckDevices(dirs, origin, cache);
   if (!devices.ok()) return Fail(ExitCodeOf(devices), "attach: " + devices.message());
-  DaemonSpec spec;
   spec.name = name;
   spec.dirs = dirs;
   spec.origin = Absolute(origin);
@@ -193,8 +205,6 @@ int Attach(const std::vector<std::string>& args) {
   spec.engine.mode = mode.value();
   spec.engine.line_size = static_cast<uint32_t>(line.value());
   spec.engine.overprovision_pct = overprovision;
-  spec.tcp_address = tcp;
-  spec.tcp_insecure = vm.count("insecure") > 0;
   spec.nbd_connections = connections.value();
   spec.frontend = frontend;
   spec.socket_group = gid.value();
@@ -222,6 +232,7 @@ int Attach(const std::vector<std::string>& args) {
                      {"line_size", std::to_string(spec.engine.line_size)}, {"nbd_tcp", tcp}, {"group", group},
                      {"nbd_connections", std::to_string(spec.nbd_connections)},
                      {"nbd_tcp_insecure", spec.tcp_insecure ? "1" : "0"},
+                     {"nbd_tls_psk", spec.tls_psk}, {"nbd_tls_cert", spec.tls_cert},
                      {"frontend", frontend}, {"online_volume", spec.online_volume},
                      {"online_table", spec.online_table}};
   Status saved = SaveConfig(dirs.ConfigFile(name), config);

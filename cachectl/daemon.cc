@@ -118,8 +118,11 @@ Status Open(Daemon& d) {
   o.unix_path = d.spec.dirs.NbdSocket(d.spec.name);
   // Again at every start: a name that was a loopback address at attach
   // may resolve to another since.
-  CACHECORE_RETURN_IF_ERROR(CheckTcpExport(d.spec.tcp_address, d.spec.tcp_insecure));
+  CACHECORE_RETURN_IF_ERROR(CheckTcpExport(d.spec));
   o.tcp_address = d.spec.tcp_address;
+  Result<std::shared_ptr<const shim::NbdTls>> tls = LoadTls(d.spec);
+  if (!tls.ok()) return tls.status();
+  o.tls = tls.value();
   o.max_connections = d.spec.nbd_connections;
   if (d.spec.socket_group >= 0) {
     o.socket_mode = 0660;
@@ -370,15 +373,29 @@ Status CheckFrontend(const std::string& frontend) {
 }
 
 // --nbd-tcp: plain NBD carries the volume's data unencrypted and serves
-// whoever connects, so only on a loopback address unless --insecure says so.
-Status CheckTcpExport(const std::string& tcp, bool insecure) {
-  if (tcp.empty()) return Status::Ok();
+// whoever connects, so only on a loopback address unless TLS or --insecure.
+Status CheckTcpExport(const DaemonSpec& spec) {
+  const std::string& tcp = spec.tcp_address;
+  const bool tls = !spec.tls_psk.empty() || !spec.tls_cert.empty();
+  if (tcp.empty()) {
+    if (tls) return Status::InvalidArgument("--tls-psk and --tls-cert secure --nbd-tcp, which is not given");
+    return Status::Ok();
+  }
+  if (!spec.tls_psk.empty() && !spec.tls_cert.empty()) {
+    return Status::InvalidArgument("--tls-psk and --tls-cert exclude each other");
+  }
   Result<bool> loopback = shim::IsLoopbackTcp(tcp);
   if (!loopback.ok()) return Status::InvalidArgument("--nbd-tcp " + loopback.status().message());
-  if (loopback.value() || insecure) return Status::Ok();
+  if (loopback.value() || tls || spec.tcp_insecure) return Status::Ok();
   return Status::InvalidArgument("--nbd-tcp " + tcp + " is reached from other hosts, and NBD without TLS is "
-                                 "neither encrypted nor authenticated: give a loopback address, or --insecure "
-                                 "on a network you trust");
+                                 "neither encrypted nor authenticated: give --tls-psk FILE or --tls-cert DIR, "
+                                 "a loopback address, or --insecure on a network you trust");
+}
+
+Result<std::shared_ptr<const shim::NbdTls>> LoadTls(const DaemonSpec& spec) {
+  if (!spec.tls_psk.empty()) return shim::LoadNbdTlsPsk(spec.tls_psk);
+  if (!spec.tls_cert.empty()) return shim::LoadNbdTlsCertificates(spec.tls_cert);
+  return std::shared_ptr<const shim::NbdTls>();
 }
 
 Result<unsigned> ParseNbdConnections(const std::string& text) {
@@ -402,6 +419,8 @@ Result<DaemonSpec> SpecFromConfig(const Dirs& dirs, const std::string& name, Cac
   // Caches attached before the loopback rule keep the address they were given.
   auto insecure = config.find("nbd_tcp_insecure");
   spec.tcp_insecure = insecure == config.end() || insecure->second == "1";
+  spec.tls_psk = config["nbd_tls_psk"];
+  spec.tls_cert = config["nbd_tls_cert"];
   if (!config["nbd_connections"].empty()) {
     Result<unsigned> n = ParseNbdConnections(config["nbd_connections"]);
     if (!n.ok()) return Status::InvalidArgument(n.status().message() + " (nbd_connections in the saved configuration)");

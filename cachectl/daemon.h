@@ -8,6 +8,7 @@
 
 #include "cachecore/engine/engine.h"
 #include "paths.h"
+#include "shim/nbd_tls.h"
 
 namespace cachectl {
 
@@ -25,6 +26,9 @@ struct DaemonSpec {
   cachecore::EngineConfig engine;
   std::string tcp_address;  // NBD over TCP only when given
   bool tcp_insecure = false;  // --insecure: tcp_address need not be a loopback address
+  // NBD over TLS for TCP clients: a PSK file or an X.509 directory
+  // (shim/nbd_tls.h); at most one, absolute paths.
+  std::string tls_psk, tls_cert;
   unsigned nbd_connections = kDefaultNbdConnections;  // NBD clients served at once
   // The group that may use the NBD socket and read stats (sockets 0660);
   // -1: root only (0600).
@@ -46,10 +50,14 @@ std::string HiddenOriginName(const std::string& cache_name);
 // Checks a --frontend value; the message lists the valid ones.
 cachecore::Status CheckFrontend(const std::string& frontend);
 
-// --nbd-tcp's address: OK when empty, a loopback address, or `insecure`;
-// kInvalidArgument saying why otherwise (plain NBD is neither encrypted nor
-// authenticated).
-cachecore::Status CheckTcpExport(const std::string& tcp, bool insecure);
+// --nbd-tcp's address: OK when empty, a loopback address, with TLS, or
+// `insecure`; kInvalidArgument saying why otherwise (plain NBD is neither
+// encrypted nor authenticated).
+cachecore::Status CheckTcpExport(const DaemonSpec& spec);
+
+// The TLS credentials the spec names (null when none), read and checked:
+// NotFound or InvalidArgument naming the file otherwise.
+cachecore::Result<std::shared_ptr<const shim::NbdTls>> LoadTls(const DaemonSpec& spec);
 
 // A --nbd-connections value: 1 to 1024.
 cachecore::Result<unsigned> ParseNbdConnections(const std::string& text);

@@ -44,6 +44,8 @@ StatsReply StatsOf(Daemon& d) {
   num("dirty_low_pct", now.dirty_low_pct);
   num("cleaner_batch_lines", now.cleaner_batch_lines);
   num("nbd_max_connections", d.spec.nbd_connections);
+  kv("nbd_tcp", d.spec.tcp_address);
+  kv("nbd_tls", !d.spec.tls_psk.empty() ? "psk" : !d.spec.tls_cert.empty() ? "x509" : "");
   num("capacity_lines", s.capacity_lines);
   num("overprovisioned_bytes", e.overprovisioned_bytes());
   PlacementSettings p = e.placement();

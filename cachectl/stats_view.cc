@@ -44,6 +44,13 @@ std::string DeviceText(const FieldView& v) {
   return "nbd+unix:///?socket=" + v.Text("nbd_socket");
 }
 
+std::string NbdTcpText(const FieldView& v) {
+  const std::string& tls = v.Text("nbd_tls");
+  const char* how = tls == "psk" ? "TLS with a pre-shared key" : tls == "x509" ? "TLS with X.509 certificates"
+                                                                             : "plain, without TLS";
+  return v.Text("nbd_tcp") + ", " + how;
+}
+
 std::string ExportText(const FieldView& v) {
   std::string text = "nvme-tcp " + v.Text("nvme_export.address") + " as " + v.Text("nvme_export.nqn") +
                      " to " + v.Text("nvme_export.hosts");
@@ -56,6 +63,7 @@ void CacheSection(std::string& out, const FieldView& v) {
   out += head + "\n";
   const uint64_t line = v.Count("line_size");
   if (v.running()) Line(out, "device", DeviceText(v));
+  if (!v.Text("nbd_tcp").empty()) Line(out, "NBD over TCP", NbdTcpText(v));
   if (!v.Text("nvme_export.address").empty()) Line(out, "exported", ExportText(v));
   // The paths come from the saved configuration, which a member of the
   // cache's socket group may not read: the sizes come from the daemon.

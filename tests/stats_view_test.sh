@@ -86,6 +86,16 @@ grep -q "^vol  *running  *writeback  *[0-9.]* MiB  *[0-9.]* %" "$W/out" || fail 
 expect 2 "positive number of seconds" -- top --interval 0
 expect 2 "goes with --watch" -- stats vol --cumulative
 
+echo "== an export recorded but not served (as after a reboot) is shown as such"
+printf 'nvme_tcp=192.0.2.10:4420\nnqn=nqn.2026-11.org.cachectl:vol\nallowed_hosts=nqn.2014-08.org.nvmexpress:uuid:1\nallow_any_host=0\ndevice=/dev/mapper/vol\nport_id=1\n' \
+  >"$W/state/vol/export.conf"
+expect 0 "" -- stats vol
+has "exported             nvme-tcp 192.0.2.10:4420 as nqn.2026-11.org.cachectl:vol to nqn.2014-08.org.nvmexpress:uuid:1 (recorded, not served now)"
+expect 0 "" -- stats vol --json
+has '"nvme_export": {"address": "192.0.2.10:4420", "nqn": "nqn.2026-11.org.cachectl:vol", "hosts": "nqn.2014-08.org.nvmexpress:uuid:1", "live": false}'
+expect 0 "" -- list
+has "+nvme-tcp 192.0.2.10:4420"
+
 echo "== every field stats sends is documented, and no other"
 "$C" stats vol --csv | head -1 | tr ',' '\n' | sort >"$W/sent"
 sed -n '/<!-- stats fields -->/,/<!-- end of stats fields -->/p' "$DOC" | grep -o '^| `[a-z_.]*`' |
@@ -93,5 +103,7 @@ sed -n '/<!-- stats fields -->/,/<!-- end of stats fields -->/p' "$DOC" | grep -
 [ -s "$W/documented" ] || fail "docs/usage.md has no stats field list"
 diff "$W/sent" "$W/documented" >"$W/diff" || fail "stats fields (<) against docs/usage.md (>):"$'\n'"$(cat "$W/diff")"
 
+# Not served: detach goes on, and forgets the record.
 expect 0 "" -- detach vol
+[ ! -e "$W/state/vol" ] || fail "detach left the cache's state"
 finish stats_view_test

@@ -15,6 +15,7 @@
 #include "nbd_async.h"
 #include "nbd_protocol.h"
 #include "shim/socket_io.h"
+#include "tls_session.h"
 
 namespace shim {
 
@@ -37,8 +38,9 @@ struct NbdRequest {
 };
 
 NbdConnection::NbdConnection(int fd, BlockBackend* backend, const NbdServerOptions* options,
-                             BufferBudget* budget, bool handshake)
-    : fd_(fd), handshake_(handshake), backend_(backend), options_(options), budget_(budget) {}
+                             BufferBudget* budget, bool handshake, const NbdTls* tls)
+    : fd_(fd), serve_fd_(fd), handshake_(handshake), tls_(tls), backend_(backend), options_(options),
+      budget_(budget) {}
 
 NbdConnection::~NbdConnection() { close(fd_); }
 
@@ -82,12 +84,31 @@ void NbdConnection::Serve() {
     if (options_->handshake_timeout_seconds > 0) deadline.emplace(fd_, options_->handshake_timeout_seconds);
     if (!Handshake()) return;
   }
+  if (!tls_session_) return ServeTransmission();
+  // Through TLS: the session serves one end of a socket pair, the relay
+  // carries the other end's bytes to and from the client. Shutting the
+  // client's socket (Interrupt) ends the relay, which ends the session.
+  int pair[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
+    std::fprintf(stderr, "nbd: TLS connection closed, no socket pair for it: %s\n", std::strerror(errno));
+    return;
+  }
+  std::thread relay([this, &pair] { tls_session_->Relay(pair[0]); });
+  serve_fd_ = pair[1];
+  ServeTransmission();
+  shutdown(pair[1], SHUT_RDWR);
+  relay.join();
+  close(pair[0]);
+  close(pair[1]);
+}
+
+void NbdConnection::ServeTransmission() {
   // On a reactor when the backend can complete requests without blocking
   // (the engine); with serving threads when it cannot (a test's or the
   // bench's emulated disk). Without a reactor (no epoll or eventfd to be
   // had) the engine could serve nothing either: the connection ends.
   if (backend_->asynchronous()) {
-    Status s = NbdAsyncSession(fd_, backend_, budget_).Run();
+    Status s = NbdAsyncSession(serve_fd_, backend_, budget_).Run();
     if (!s.ok()) std::fprintf(stderr, "nbd: connection closed, no reactor to serve it on: %s\n", s.ToString().c_str());
     return;
   }
@@ -116,17 +137,24 @@ bool NbdConnection::Handshake() {
   bool no_zeroes = flags & kClientNoZeroes;
   while (true) {
     uint8_t head[16];
-    if (!ReadFull(fd_, head, sizeof(head)) || GetBe64(head) != kOptMagic) return false;
+    if (!HandshakeRead(head, sizeof(head)) || GetBe64(head) != kOptMagic) return false;
     uint32_t option = GetBe32(head + 8), length = GetBe32(head + 12);
     if (length > kMaxOptionLength) return false;
     std::vector<uint8_t> data(length);
-    if (length > 0 && !ReadFull(fd_, data.data(), length)) return false;
+    if (length > 0 && !HandshakeRead(data.data(), length)) return false;
+    if (tls_ && !tls_session_ && option != kOptStartTls && option != kOptAbort) {
+      // TLS first: EXPORT_NAME has no error reply, so it ends the connection.
+      if (option == kOptExportName) return false;
+      if (!SendOptionReply(option, kRepErrTlsReqd, nullptr, 0)) return false;
+      continue;
+    }
     if (option == kOptExportName) {
       if (!ExportNameMatches(std::string(data.begin(), data.end()))) return false;
       uint8_t reply[10 + 124] = {};
       PutBe64(reply, backend_->size());
       PutBe16(reply + 8, TransmissionFlags());
-      return WriteFull(fd_, reply, no_zeroes ? 10 : sizeof(reply));
+      iovec iov = {reply, no_zeroes ? 10u : sizeof(reply)};
+      return HandshakeWrite(&iov, 1);
     }
     bool go = false;
     if (!HandleOption(option, data, &go)) return false;
@@ -139,6 +167,9 @@ bool NbdConnection::HandleOption(uint32_t option, const std::vector<uint8_t>& da
     case kOptAbort:
       SendOptionReply(option, kRepAck, nullptr, 0);
       return false;
+    case kOptStartTls:
+      if (!tls_) return SendOptionReply(option, kRepErrUnsup, nullptr, 0);
+      return StartTls(option, data);
     case kOptList: {
       if (!data.empty()) return SendOptionReply(option, kRepErrInvalid, nullptr, 0);
       std::vector<uint8_t> entry(4 + options_->export_name.size());
@@ -191,7 +222,31 @@ bool NbdConnection::SendOptionReply(uint32_t option, uint32_t type, const uint8_
   PutBe32(head + 12, type);
   PutBe32(head + 16, len);
   iovec iov[2] = {{head, sizeof(head)}, {const_cast<uint8_t*>(data), len}};
-  return WriteVecFull(fd_, iov, len > 0 ? 2 : 1);
+  return HandshakeWrite(iov, len > 0 ? 2 : 1);
+}
+
+bool NbdConnection::StartTls(uint32_t option, const std::vector<uint8_t>& data) {
+  if (tls_session_ || !data.empty()) return SendOptionReply(option, kRepErrInvalid, nullptr, 0);
+  if (!SendOptionReply(option, kRepAck, nullptr, 0)) return false;
+  Result<std::unique_ptr<TlsSession>> session = TlsSession::Accept(*tls_, fd_);
+  if (!session.ok()) {
+    std::fprintf(stderr, "nbd: a TCP client was refused: %s\n", session.status().message().c_str());
+    return false;
+  }
+  tls_session_ = std::move(session.value());
+  return true;
+}
+
+bool NbdConnection::HandshakeRead(void* data, size_t len) {
+  return tls_session_ ? tls_session_->ReadFull(data, len) : ReadFull(fd_, data, len);
+}
+
+bool NbdConnection::HandshakeWrite(const iovec* iov, int count) {
+  if (!tls_session_) return WriteVecFull(fd_, const_cast<iovec*>(iov), count);
+  for (int i = 0; i < count; ++i) {
+    if (!tls_session_->WriteFull(iov[i].iov_base, iov[i].iov_len)) return false;
+  }
+  return true;
 }
 
 bool NbdConnection::ExportNameMatches(const std::string& name) const {
@@ -226,7 +281,7 @@ bool NbdConnection::ReadRequest(NbdRequest& r) {
   if (ended_) return false;
   uint8_t head[28];
   ended_ = true;  // until this request is read whole
-  if (!ReadFull(fd_, head, sizeof(head)) || GetBe32(head) != kRequestMagic) return false;
+  if (!ReadFull(serve_fd_, head, sizeof(head)) || GetBe32(head) != kRequestMagic) return false;
   r.flags = GetBe16(head + 4);
   r.type = GetBe16(head + 6);
   r.handle = GetBe64(head + 8);
@@ -240,13 +295,13 @@ bool NbdConnection::ReadRequest(NbdRequest& r) {
     uint8_t scratch[64 * 1024];
     for (uint32_t left = r.length; left > 0;) {
       uint32_t n = std::min<uint32_t>(left, sizeof(scratch));
-      if (!ReadFull(fd_, scratch, n)) return false;
+      if (!ReadFull(serve_fd_, scratch, n)) return false;
       left -= n;
     }
   } else if (has_payload) {
     r.buffer.Reserve(r.length);
     // The client went away mid-request: nothing of it is written.
-    if (!ReadFull(fd_, r.buffer.data(), r.length)) return false;
+    if (!ReadFull(serve_fd_, r.buffer.data(), r.length)) return false;
   }
   ended_ = false;
   return true;
@@ -287,7 +342,7 @@ void NbdConnection::Reply(uint64_t handle, uint32_t error, const void* data, uin
   iovec iov[2] = {{head, sizeof(head)}, {const_cast<void*>(data), len}};
   std::lock_guard lock(write_mu_);
   // A failed send means the client is gone; the reader sees that too.
-  (void)WriteVecFull(fd_, iov, len > 0 ? 2 : 1);
+  (void)WriteVecFull(serve_fd_, iov, len > 0 ? 2 : 1);
 }
 
 }  // namespace shim

@@ -5,6 +5,9 @@
 // reply as it completes.
 #pragma once
 
+#include <sys/uio.h>
+
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -17,6 +20,7 @@ namespace shim {
 
 struct NbdRequest;
 class BufferBudget;
+class TlsSession;
 
 class NbdConnection {
  public:
@@ -24,8 +28,9 @@ class NbdConnection {
   // options->worker_threads threads serve the connection once it is past
   // the handshake: that many requests run at once.
   // `budget` (the server's, for request buffers) must outlive it.
+  // `tls` (not owned; null: none) makes the client start TLS first.
   NbdConnection(int fd, BlockBackend* backend, const NbdServerOptions* options, BufferBudget* budget,
-                bool handshake = true);
+                bool handshake = true, const NbdTls* tls = nullptr);
   ~NbdConnection();
   // Runs the whole connection from the calling thread (and the serving
   // threads it starts); returns when it has ended and every request taken
@@ -36,6 +41,13 @@ class NbdConnection {
 
  private:
   bool Handshake();
+  // The handshake's reads and writes: through TLS once it has started.
+  bool HandshakeRead(void* data, size_t len);
+  bool HandshakeWrite(const iovec* iov, int count);
+  bool StartTls(uint32_t option, const std::vector<uint8_t>& data);
+  // The transmission phase on serve_fd_: the client's socket, or the inner
+  // end of a socket pair relayed through TLS.
+  void ServeTransmission();
   bool HandleOption(uint32_t option, const std::vector<uint8_t>& data, bool* go);
   bool SendOptionReply(uint32_t option, uint32_t type, const uint8_t* data, uint32_t len);
   bool SendExportInfo(uint32_t option);
@@ -53,7 +65,10 @@ class NbdConnection {
   void Reply(uint64_t handle, uint32_t error, const void* data, uint32_t len);
 
   int fd_;
+  int serve_fd_;
   bool handshake_;
+  const NbdTls* tls_;
+  std::unique_ptr<TlsSession> tls_session_;
   BlockBackend* backend_;
   const NbdServerOptions* options_;
   BufferBudget* budget_;

@@ -22,6 +22,7 @@ constexpr uint32_t kClientNoZeroes = 1 << 1;
 constexpr uint32_t kOptExportName = 1;
 constexpr uint32_t kOptAbort = 2;
 constexpr uint32_t kOptList = 3;
+constexpr uint32_t kOptStartTls = 5;
 constexpr uint32_t kOptInfo = 6;
 constexpr uint32_t kOptGo = 7;
 
@@ -31,6 +32,7 @@ constexpr uint32_t kRepServer = 2;
 constexpr uint32_t kRepInfo = 3;
 constexpr uint32_t kRepErrUnsup = (1u << 31) + 1;
 constexpr uint32_t kRepErrInvalid = (1u << 31) + 3;
+constexpr uint32_t kRepErrTlsReqd = (1u << 31) + 5;
 constexpr uint32_t kRepErrUnknown = (1u << 31) + 6;
 
 // Info types.

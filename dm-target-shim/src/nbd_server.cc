@@ -39,6 +39,7 @@ class NbdServerImpl : public NbdServer {
       Result<int> fd = ListenTcp(options_.tcp_address);
       if (!fd.ok()) return fd.status();
       listeners_.push_back(fd.value());
+      tcp_listener_ = fd.value();
     }
     if (listeners_.empty()) return Status::InvalidArgument("no socket to listen on");
     acceptor_ = std::thread([this] { AcceptLoop(); });
@@ -95,7 +96,7 @@ class NbdServerImpl : public NbdServer {
           close(client);  // over the limit: the client sees the server hang up
           continue;
         }
-        StartConnection(client, /*from_kernel=*/false);
+        StartConnection(client, /*from_kernel=*/false, fds[i].fd == tcp_listener_ ? options_.tls.get() : nullptr);
       }
     }
   }
@@ -107,12 +108,12 @@ class NbdServerImpl : public NbdServer {
     return n;
   }
 
-  void StartConnection(int fd, bool from_kernel) {
+  void StartConnection(int fd, bool from_kernel, const NbdTls* tls = nullptr) {
     ++served_;
     // The kernel's connections have a budget of their own: no socket client
     // can make the kernel's device wait.
     auto conn = std::make_shared<NbdConnection>(fd, backend_, &options_, from_kernel ? &kernel_budget_ : &budget_,
-                                                !from_kernel);
+                                                !from_kernel, tls);
     std::lock_guard lock(mu_);
     connections_.emplace_back();
     Running& r = connections_.back();
@@ -139,6 +140,7 @@ class NbdServerImpl : public NbdServer {
   BufferBudget budget_;
   BufferBudget kernel_budget_{UINT64_MAX};  // each session's own cap bounds it
   std::vector<int> listeners_;
+  int tcp_listener_ = -1;
   int wake_[2] = {-1, -1};
   std::thread acceptor_;
   std::mutex mu_;

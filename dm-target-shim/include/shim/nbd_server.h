@@ -11,6 +11,7 @@
 #include <string>
 
 #include "shim/block_backend.h"
+#include "shim/nbd_tls.h"
 
 namespace shim {
 
@@ -36,6 +37,10 @@ struct NbdServerOptions {
   unsigned max_connections = 32;
   uint64_t buffer_bytes = 256ull << 20;
   unsigned handshake_timeout_seconds = 10;
+  // Set: every TCP client must start TLS (NBD_OPT_STARTTLS) before any
+  // other option (shim/nbd_tls.h). The unix socket stays plain: its file
+  // permissions say who may connect.
+  std::shared_ptr<const NbdTls> tls;
 };
 
 class NbdServer {

@@ -194,7 +194,8 @@ TlsSession::~TlsSession() = default;
 Result<std::unique_ptr<TlsSession>> TlsSession::Accept(const NbdTls& tls, int fd) {
   auto impl = std::make_unique<Impl>();
   impl->fd = fd;
-  int rc = gnutls_init(&impl->session, GNUTLS_SERVER);
+  // GNUTLS_NO_SIGNAL: a client that hung up must not kill the process with SIGPIPE.
+  int rc = gnutls_init(&impl->session, GNUTLS_SERVER | GNUTLS_NO_SIGNAL);
   if (rc < 0) return GnutlsError("TLS session", rc);
   rc = static_cast<const TlsCredentials&>(tls).Apply(impl->session);
   if (rc < 0) return GnutlsError("TLS session", rc);

@@ -268,7 +268,8 @@ int StartOne(const Dirs& dirs, const std::string& name, const std::string& front
   std::printf("started %s (%s, warm from %s)\n", name.c_str(), stats.Value("mode").c_str(),
               stats.Value("started_from") == "snapshot" ? "its snapshot" : "saved metadata");
   PrintServing(dirs, name, stats);
-  return RestoreExport(dirs, name);
+  RestoreExport(dirs, name);
+  return 0;
 }
 
 int Start(const std::vector<std::string>& args) {
@@ -329,7 +330,10 @@ int SimpleControl(const std::vector<std::string>& args, const char* verb, const 
     desc.add_options()("wipe", "then discard the whole cache device and zero what still reads as data");
   }
   const bool releases = detach || std::holds_alternative<StopRequest>(request);
-  if (releases) desc.add_options()("force", "unexport first when the cache is exported over NVMe/TCP");
+  if (releases) {
+    desc.add_options()("force", detach ? "unexport first when the cache is exported over NVMe/TCP"
+                                       : "take an NVMe/TCP export down first (the next start serves it again)");
+  }
   po::variables_map vm;
   if (int rc = common.Parse(desc, args, vm, verb, "name"); rc >= 0) return rc;
   const bool wipe = vm.count("wipe") > 0;
@@ -341,7 +345,7 @@ int SimpleControl(const std::vector<std::string>& args, const char* verb, const 
   }
   // Hosts using the export would lose the volume under them.
   if (releases) {
-    if (int rc = ReleaseExport(dirs, name, verb, vm.count("force") > 0); rc != 0) return rc;
+    if (int rc = ReleaseExport(dirs, name, verb, vm.count("force") > 0, detach != nullptr); rc != 0) return rc;
   }
   bool running = SendControl(dirs.ControlSocket(name), StatsRequest{}).ok();
   if (!running && detach) {

@@ -88,7 +88,8 @@ int RunExport(const std::vector<std::string>& args) {
   if (access(dirs.ConfigFile(name).c_str(), F_OK) != 0) return Fail(kExitNotFound, "export: no cache named '" + name + "'");
   Result<std::optional<NvmeExport>> recorded = LoadExport(dirs, name);
   if (!recorded.ok()) return Fail(kExitFailed, "export: " + recorded.status().message());
-  if (recorded.value()) {
+  // A record not served (a start that could not serve it) is replaced.
+  if (recorded.value() && NvmetTarget().Live(**recorded)) {
     return Fail(kExitRefused, "export: '" + name + "' is exported already (nvme-tcp " + (*recorded)->Address() +
                               " as " + (*recorded)->nqn + "): 'cachectl unexport " + name + "' first");
   }
@@ -150,39 +151,49 @@ int RunUnexport(const std::vector<std::string>& args) {
 }
 
 
-int ReleaseExport(const Dirs& dirs, const std::string& name, const std::string& verb, bool force) {
+int ReleaseExport(const Dirs& dirs, const std::string& name, const std::string& verb, bool force, bool forget) {
   Result<std::optional<NvmeExport>> recorded = LoadExport(dirs, name);
   if (!recorded.ok()) return Fail(kExitFailed, verb + ": " + recorded.status().message());
   if (!recorded.value()) return 0;
   const NvmeExport& e = **recorded;
-  bool live = NvmetTarget().Live(e);
+  NvmetTarget target;
+  const bool live = target.Live(e);
   if (live && !force) {
     return Fail(kExitRefused, verb + ": '" + name + "' is exported over NVMe/TCP (" + e.Address() + " as " + e.nqn +
                               "): 'cachectl unexport " + name + "' first, or --force to unexport and " + verb);
   }
-  if (Status s = Unexport(dirs, name, e); !s.ok()) return Fail(kExitFailed, verb + ": unexporting: " + s.message());
-  if (live) std::printf("unexported %s (%s)\n", name.c_str(), e.nqn.c_str());
+  Status s = !forget ? (live ? target.Remove(e) : Status::Ok()) : Unexport(dirs, name, e);
+  if (!s.ok()) return Fail(kExitFailed, verb + ": unexporting: " + s.message());
+  if (live) {
+    std::printf("unexported %s (%s)%s\n", name.c_str(), e.nqn.c_str(), forget ? "" : "; the next start serves it again");
+  }
   return 0;
 }
 
-int RestoreExport(const Dirs& dirs, const std::string& name) {
+void RestoreExport(const Dirs& dirs, const std::string& name) {
   Result<std::optional<NvmeExport>> recorded = LoadExport(dirs, name);
-  if (!recorded.ok()) return Fail(kExitFailed, "start " + name + ": " + recorded.status().message());
-  if (!recorded.value()) return 0;
-  NvmeExport e = **recorded;
+  Status s = recorded.status();
+  if (s.ok() && !recorded.value()) return;
+  NvmeExport e = s.ok() ? **recorded : NvmeExport{};
   NvmetTarget target;
-  if (target.Live(e)) return 0;
-  e.device = CurrentStats(dirs, name).Value("dm_device");
-  Status s = e.device.empty() ? Status::NotFound("it has no kernel device now") : target.Available();
+  if (s.ok() && target.Live(e)) return;
+  if (s.ok()) {
+    e.device = CurrentStats(dirs, name).Value("dm_device");
+    e.made_hosts.clear();
+    s = e.device.empty() ? Status::NotFound("it has no kernel device now") : target.Available();
+  }
   if (s.ok()) s = target.Create(&e);
-  if (s.ok()) s = SaveConfig(ExportFile(dirs, name), ExportToConfig(e));
+  if (s.ok()) {
+    s = SaveConfig(ExportFile(dirs, name), ExportToConfig(e));
+    if (!s.ok()) (void)target.Remove(e);  // served but not recorded would outlive a detach
+  }
   if (!s.ok()) {
-    return Fail(kExitFailed, "start " + name + ": started, but its NVMe/TCP export (" + e.Address() +
-                             ") is not served again: " + s.message() + "; 'cachectl unexport " + name +
-                             "' forgets it");
+    std::fprintf(stderr, "cachectl: warning: %s runs, but its NVMe/TCP export is not served: %s; "
+                         "'cachectl export %s ...' serves it again, 'cachectl unexport %s' forgets it\n",
+                 name.c_str(), s.message().c_str(), name.c_str(), name.c_str());
+    return;
   }
   std::printf("  exported again: nvme-tcp %s as %s\n", e.Address().c_str(), e.nqn.c_str());
-  return 0;
 }
 
 void AddExportFields(const Dirs& dirs, const std::string& name, Fields* fields) {

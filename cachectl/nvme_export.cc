@@ -140,10 +140,14 @@ Status ParseNvmeAddress(const std::string& text, NvmeExport* e) {
 }
 
 std::map<std::string, std::string> ExportToConfig(const NvmeExport& e) {
-  std::string hosts;
-  for (const std::string& h : e.allowed_hosts) hosts += (hosts.empty() ? "" : ",") + h;
+  auto list = [](const std::vector<std::string>& v) {
+    std::string out;
+    for (const std::string& h : v) out += (out.empty() ? "" : ",") + h;
+    return out;
+  };
   return {{"nvme_tcp", e.Address()},   {"nqn", e.nqn},
-          {"allowed_hosts", hosts},     {"allow_any_host", e.allow_any_host ? "1" : "0"},
+          {"allowed_hosts", list(e.allowed_hosts)}, {"made_hosts", list(e.made_hosts)},
+          {"allow_any_host", e.allow_any_host ? "1" : "0"},
           {"device", e.device},         {"port_id", std::to_string(e.port_id)}};
 }
 
@@ -156,10 +160,16 @@ Result<NvmeExport> ExportFromConfig(const std::map<std::string, std::string>& co
   if (Status s = ParseNvmeAddress(get("nvme_tcp"), &e); !s.ok()) return s;
   e.nqn = get("nqn");
   if (Status s = CheckNqn(e.nqn); !s.ok()) return s;
-  std::stringstream hosts(get("allowed_hosts"));
-  for (std::string h; std::getline(hosts, h, ',');) {
-    if (!h.empty()) e.allowed_hosts.push_back(h);
-  }
+  auto list = [](const std::string& text) {
+    std::vector<std::string> out;
+    std::stringstream in(text);
+    for (std::string h; std::getline(in, h, ',');) {
+      if (!h.empty()) out.push_back(h);
+    }
+    return out;
+  };
+  e.allowed_hosts = list(get("allowed_hosts"));
+  e.made_hosts = list(get("made_hosts"));
   e.allow_any_host = get("allow_any_host") == "1";
   e.device = get("device");
   e.port_id = static_cast<unsigned>(std::strtoul(get("port_id").c_str(), nullptr, 10));
@@ -187,12 +197,9 @@ Result<unsigned> NvmetTarget::FindOrMakePort(const NvmeExport& e, bool* made) co
   *made = false;
   unsigned highest = 0;
   for (const std::string& id : Entries(root_ + "/ports")) {
-    std::string dir = root_ + "/ports/" + id;
-    highest = std::max(highest, static_cast<unsigned>(std::strtoul(id.c_str(), nullptr, 10)));
-    if (ReadAttr(dir + "/addr_trtype") == "tcp" && ReadAttr(dir + "/addr_traddr") == e.traddr &&
-        ReadAttr(dir + "/addr_trsvcid") == e.trsvcid) {
-      return static_cast<unsigned>(std::strtoul(id.c_str(), nullptr, 10));
-    }
+    const unsigned n = static_cast<unsigned>(std::strtoul(id.c_str(), nullptr, 10));
+    highest = std::max(highest, n);
+    if (PortServes(n, e)) return n;
   }
   unsigned id = highest + 1;
   std::string dir = Port(id);
@@ -210,14 +217,15 @@ Result<unsigned> NvmetTarget::FindOrMakePort(const NvmeExport& e, bool* made) co
   return id;
 }
 
-Status NvmetTarget::AllowHosts(const NvmeExport& e) const {
-  if (Status s = WriteAttr(Subsystem(e) + "/attr_allow_any_host", e.allow_any_host ? "1" : "0"); !s.ok()) return s;
-  for (const std::string& h : e.allowed_hosts) {
+Status NvmetTarget::AllowHosts(NvmeExport* e) const {
+  if (Status s = WriteAttr(Subsystem(*e) + "/attr_allow_any_host", e->allow_any_host ? "1" : "0"); !s.ok()) return s;
+  for (const std::string& h : e->allowed_hosts) {
     std::string host = root_ + "/hosts/" + h;
     if (!Exists(host)) {
       if (Status s = MakeDir(host); !s.ok()) return s;
+      e->made_hosts.push_back(h);
     }
-    if (Status s = Link(host, Subsystem(e) + "/allowed_hosts/" + h); !s.ok()) return s;
+    if (Status s = Link(host, Subsystem(*e) + "/allowed_hosts/" + h); !s.ok()) return s;
   }
   return Status::Ok();
 }
@@ -238,7 +246,7 @@ Status NvmetTarget::Create(NvmeExport* e) const {
     return Status::Busy("the kernel's NVMe target has a subsystem " + e->nqn + " already");
   }
   if (Status s = MakeDir(Subsystem(*e)); !s.ok()) return s;
-  Status s = AllowHosts(*e);
+  Status s = AllowHosts(e);
   if (s.ok()) s = AddNamespace(*e);
   bool made_port = false;
   if (s.ok()) {
@@ -267,10 +275,11 @@ Status NvmetTarget::Remove(const NvmeExport& e) const {
   auto note = [&first](int rc, const std::string& what) {
     if (rc != 0 && errno != ENOENT && first.ok()) first = Status::IoError(what + ": " + Errno(errno));
   };
-  if (e.port_id != 0) {
+  // A port of another address (the id reused after a reboot) is not ours.
+  if (e.port_id != 0 && PortServes(e.port_id, e)) {
     // Unlinking stops the service: the hosts' controllers go away.
     note(unlink((Port(e.port_id) + "/subsystems/" + e.nqn).c_str()), "unlinking the port");
-    if (Entries(Port(e.port_id) + "/subsystems").empty() && Exists(Port(e.port_id))) {
+    if (Entries(Port(e.port_id) + "/subsystems").empty()) {
       note(rmdir(Port(e.port_id).c_str()), "removing port " + std::to_string(e.port_id));
     }
   }
@@ -283,14 +292,20 @@ Status NvmetTarget::Remove(const NvmeExport& e) const {
     note(unlink((Subsystem(e) + "/allowed_hosts/" + h).c_str()), "unlinking host " + h);
   }
   if (Exists(Subsystem(e))) note(rmdir(Subsystem(e).c_str()), "removing the subsystem");
-  for (const std::string& h : e.allowed_hosts) {
+  for (const std::string& h : e.made_hosts) {
     (void)rmdir((root_ + "/hosts/" + h).c_str());  // fails, rightly, while another subsystem allows it
   }
   return first;
 }
 
+bool NvmetTarget::PortServes(unsigned id, const NvmeExport& e) const {
+  std::string dir = Port(id);
+  return ReadAttr(dir + "/addr_trtype") == "tcp" && ReadAttr(dir + "/addr_traddr") == e.traddr &&
+         ReadAttr(dir + "/addr_trsvcid") == e.trsvcid;
+}
+
 bool NvmetTarget::Live(const NvmeExport& e) const {
-  return e.port_id != 0 && Exists(Port(e.port_id) + "/subsystems/" + e.nqn);
+  return e.port_id != 0 && PortServes(e.port_id, e) && Exists(Port(e.port_id) + "/subsystems/" + e.nqn);
 }
 
 }  // namespace cachectl

@@ -24,6 +24,9 @@ struct NvmeExport {
   bool allow_any_host = false;
   std::string device;  // the namespace's block device
   unsigned port_id = 0;  // the nvmet port it is linked to (set by Create)
+  // Host entries Create made (the others were there before, perhaps with
+  // keys of their own): only these are removed with the export.
+  std::vector<std::string> made_hosts;
 
   std::string Address() const { return ipv6 ? "[" + traddr + "]:" + trsvcid : traddr + ":" + trsvcid; }
   std::string HostsText() const;
@@ -61,7 +64,9 @@ class NvmetTarget {
   // and says which step failed and why (a port in use, a device busy).
   cachecore::Status Create(NvmeExport* e) const;
   // Takes the export down: connected hosts lose the namespace. Parts
-  // already gone are skipped; a host entry other subsystems use stays.
+  // already gone are skipped; a port is removed only when it is the
+  // export's (its address) and serves nothing else, a host entry only
+  // when Create made it and no other subsystem allows it.
   cachecore::Status Remove(const NvmeExport& e) const;
   // Whether the export is being served now (its port link exists).
   bool Live(const NvmeExport& e) const;
@@ -70,7 +75,8 @@ class NvmetTarget {
   std::string Subsystem(const NvmeExport& e) const { return root_ + "/subsystems/" + e.nqn; }
   std::string Port(unsigned id) const { return root_ + "/ports/" + std::to_string(id); }
   cachecore::Result<unsigned> FindOrMakePort(const NvmeExport& e, bool* made) const;
-  cachecore::Status AllowHosts(const NvmeExport& e) const;
+  bool PortServes(unsigned id, const NvmeExport& e) const;  // tcp on e's address
+  cachecore::Status AllowHosts(NvmeExport* e) const;  // adds to e->made_hosts
   cachecore::Status AddNamespace(const NvmeExport& e) const;
 
   std::string root_;

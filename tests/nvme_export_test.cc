@@ -41,6 +41,7 @@ TEST(NvmeExportTest, TheRecordReadsBackAsWritten) {
   ASSERT_TRUE(ParseNvmeAddress("[fd00::1]:4420", &e).ok());
   e.nqn = DefaultNqn("data");
   e.allowed_hosts = {"nqn.2014-08.org.nvmexpress:uuid:1", "nqn.2014-08.org.nvmexpress:uuid:2"};
+  e.made_hosts = {"nqn.2014-08.org.nvmexpress:uuid:2"};
   e.device = "/dev/mapper/data";
   e.port_id = 3;
   auto back = ExportFromConfig(ExportToConfig(e));
@@ -48,6 +49,7 @@ TEST(NvmeExportTest, TheRecordReadsBackAsWritten) {
   EXPECT_EQ(back->Address(), e.Address());
   EXPECT_EQ(back->nqn, e.nqn);
   EXPECT_EQ(back->allowed_hosts, e.allowed_hosts);
+  EXPECT_EQ(back->made_hosts, e.made_hosts);  // only these go with the export
   EXPECT_FALSE(back->allow_any_host);
   EXPECT_EQ(back->device, e.device);
   EXPECT_EQ(back->port_id, 3u);

@@ -1,6 +1,8 @@
 #include "shim/nbd_server.h"
 
 #include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -92,6 +94,12 @@ class NbdServerImpl : public NbdServer {
         if (!(fds[i].revents & POLLIN)) continue;
         int client = accept4(fds[i].fd, nullptr, nullptr, SOCK_CLOEXEC);
         if (client < 0) continue;
+        if (fds[i].fd == tcp_listener_) {
+          // Replies go out as soon as they are written (a TLS record, a
+          // reply's tail), not after the client's delayed ACK.
+          int one = 1;
+          setsockopt(client, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        }
         if (ClientConnections() >= options_.max_connections) {
           close(client);  // over the limit: the client sees the server hang up
           continue;

@@ -239,60 +239,117 @@ struct Pending {
   size_t begin = 0, end = 0;
   explicit Pending(size_t size) : data(size) {}
   bool empty() const { return begin == end; }
+  void Fill(ssize_t n) { begin = 0, end = static_cast<size_t>(n); }
   void Clear() { begin = end = 0; }
 };
 constexpr size_t kRelayBuffer = 256 << 10;
+
+bool WouldBlock() { return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR; }
+
+// The relay's state. Each side is tried only when it may be ready (a call
+// that would block is not repeated until poll says so): one relayed
+// record costs its own system calls and no more.
+class Relayer {
+ public:
+  Relayer(gnutls_session_t s, int fd, int inner) : s_(s), fd_(fd), inner_(inner) {}
+
+  void Run() {
+    while (true) {
+      bool progress = FromClient();
+      progress |= ToInner();
+      if (!client_sends_ && down_.empty() && !inner_told_) {
+        shutdown(inner_, SHUT_WR);  // the session sees the client's end of stream
+        inner_told_ = progress = true;
+      }
+      progress |= FromInner();
+      progress |= ToClient();
+      if (!inner_sends_ && up_.empty()) break;  // the session has ended and all it said is sent
+      if (!progress && !Wait()) break;
+    }
+    if (client_takes_) (void)gnutls_bye(s_, GNUTLS_SHUT_WR);  // one try: the socket does not block
+    shutdown(fd_, SHUT_RDWR);
+  }
+
+ private:
+  // What a GnuTLS call that returned E_AGAIN waits for on the socket.
+  short TlsWait() const { return gnutls_record_get_direction(s_) ? POLLOUT : POLLIN; }
+
+  bool FromClient() {
+    if (!client_sends_ || !down_.empty()) return false;
+    if (recv_wait_ != 0 && gnutls_record_check_pending(s_) == 0) return false;
+    recv_wait_ = 0;
+    ssize_t n = gnutls_record_recv(s_, down_.data.data(), down_.data.size());
+    if (n > 0) return down_.Fill(n), true;
+    if (Retry(n)) return recv_wait_ = TlsWait(), false;
+    client_sends_ = false;  // its end of stream, or a broken session
+    return true;
+  }
+
+  bool ToInner() {
+    if (down_.empty() || !inner_writable_) return false;
+    ssize_t n = send(inner_, down_.data.data() + down_.begin, down_.end - down_.begin, MSG_NOSIGNAL);
+    if (n > 0) return down_.begin += static_cast<size_t>(n), true;
+    if (n < 0 && WouldBlock()) return inner_writable_ = false, false;
+    down_.Clear();  // the NBD session is gone
+    client_sends_ = false;
+    return true;
+  }
+
+  bool FromInner() {
+    if (!inner_sends_ || !up_.empty() || !inner_readable_) return false;
+    ssize_t n = recv(inner_, up_.data.data(), up_.data.size(), 0);
+    if (n > 0) return up_.Fill(n), true;
+    if (n < 0 && WouldBlock()) return inner_readable_ = false, false;
+    inner_sends_ = false;
+    return true;
+  }
+
+  // A client that is gone gets nothing, but the session is still read to
+  // its end: it must not wait for ever on a full socket.
+  bool ToClient() {
+    if (up_.empty()) return false;
+    if (!client_takes_) return up_.Clear(), true;
+    if (send_wait_ != 0) return false;
+    ssize_t n = gnutls_record_send(s_, up_.data.data() + up_.begin, up_.end - up_.begin);
+    if (n > 0) return up_.begin += static_cast<size_t>(n), true;
+    if (Retry(n)) return send_wait_ = TlsWait(), false;  // retried with the same bytes, as GnuTLS needs
+    up_.Clear();
+    client_takes_ = false;
+    return true;
+  }
+
+  // Waits until a side that blocked may go on. False when poll fails.
+  bool Wait() {
+    short want_fd = (client_sends_ && down_.empty() ? recv_wait_ : 0) |
+                    (!up_.empty() && client_takes_ ? send_wait_ : 0);
+    short want_inner = (!down_.empty() && !inner_writable_ ? POLLOUT : 0) |
+                       (inner_sends_ && up_.empty() && !inner_readable_ ? POLLIN : 0);
+    // A side nothing is wanted of is left out: a socket that was shut down
+    // reports POLLHUP whatever is asked, and would make this loop spin.
+    pollfd fds[2] = {{want_fd ? fd_ : -1, want_fd, 0}, {want_inner ? inner_ : -1, want_inner, 0}};
+    if (poll(fds, 2, -1) < 0) return errno == EINTR;
+    const short client = fds[0].revents, inner = fds[1].revents;
+    if (client & (POLLHUP | POLLERR)) client_sends_ = client_takes_ = false;  // reset, or Interrupt
+    if (client & recv_wait_) recv_wait_ = 0;
+    if (client & send_wait_) send_wait_ = 0;
+    if (inner & (POLLIN | POLLHUP | POLLERR)) inner_readable_ = true;
+    if (inner & (POLLOUT | POLLHUP | POLLERR)) inner_writable_ = true;
+    return true;
+  }
+
+  gnutls_session_t s_;
+  const int fd_, inner_;
+  Pending down_{kRelayBuffer}, up_{kRelayBuffer};  // client to inner, inner to client
+  bool client_sends_ = true, client_takes_ = true, inner_sends_ = true, inner_told_ = false;
+  bool inner_readable_ = true, inner_writable_ = true;
+  short recv_wait_ = 0, send_wait_ = 0;
+};
 }  // namespace
 
 void TlsSession::Relay(int inner) {
-  gnutls_session_t s = impl_->session;
-  const int fd = impl_->fd;
-  SetNonBlocking(fd);
+  SetNonBlocking(impl_->fd);
   SetNonBlocking(inner);
-  Pending down(kRelayBuffer), up(kRelayBuffer);  // client to inner, inner to client
-  bool client_sends = true, client_takes = true, inner_sends = true, inner_told = false;
-  // Where GnuTLS waits on the socket after E_AGAIN: reading or writing.
-  auto tls_wait = [s] { return static_cast<short>(gnutls_record_get_direction(s) ? POLLOUT : POLLIN); };
-  while (true) {
-    bool progress = false;
-    short want_fd = 0, want_inner = 0;
-    if (client_sends && down.empty()) {
-      ssize_t n = gnutls_record_recv(s, down.data.data(), down.data.size());
-      if (n > 0) down.begin = 0, down.end = static_cast<size_t>(n), progress = true;
-      else if (Retry(n)) want_fd |= tls_wait();
-      else client_sends = false;  // its end of stream, or a broken session
-    }
-    if (!down.empty()) {
-      ssize_t n = send(inner, down.data.data() + down.begin, down.end - down.begin, MSG_NOSIGNAL);
-      if (n > 0) down.begin += static_cast<size_t>(n), progress = true;
-      else if (n < 0 && (errno == EAGAIN || errno == EINTR)) want_inner |= POLLOUT;
-      else down.Clear(), client_sends = false;  // the NBD session is gone
-    }
-    if (!client_sends && down.empty() && !inner_told) {
-      shutdown(inner, SHUT_WR);  // the session sees the client's end of stream
-      inner_told = progress = true;
-    }
-    if (inner_sends && up.empty()) {
-      ssize_t n = recv(inner, up.data.data(), up.data.size(), 0);
-      if (n > 0) up.begin = 0, up.end = static_cast<size_t>(n), progress = true;
-      else if (n < 0 && (errno == EAGAIN || errno == EINTR)) want_inner |= POLLIN;
-      else inner_sends = false;
-    }
-    if (!up.empty()) {
-      // A client that is gone gets nothing, but the session is still read
-      // to its end: it must not wait for ever on a full socket.
-      ssize_t n = client_takes ? gnutls_record_send(s, up.data.data() + up.begin, up.end - up.begin) : -1;
-      if (n > 0) up.begin += static_cast<size_t>(n), progress = true;
-      else if (Retry(n)) want_fd |= tls_wait();
-      else up.Clear(), client_takes = false, progress = true;
-    }
-    if (!inner_sends && up.empty()) break;  // the session has ended and all it said is sent
-    if (progress) continue;
-    pollfd fds[2] = {{fd, want_fd, 0}, {inner, want_inner, 0}};
-    if (poll(fds, 2, -1) < 0 && errno != EINTR) break;
-  }
-  if (client_takes) (void)gnutls_bye(s, GNUTLS_SHUT_WR);  // one try: the socket does not block
-  shutdown(fd, SHUT_RDWR);
+  Relayer(impl_->session, impl_->fd, inner).Run();
 }
 
 }  // namespace shim

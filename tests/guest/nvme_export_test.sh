@@ -89,9 +89,19 @@ grep -q "is exported over NVMe/TCP" /data/err || fail "detach: $(cat /data/err)"
 if cachectl stop vol 2>/data/err; then fail "stopped while exported"; fi
 grep -q "unexport vol' first" /data/err || fail "stop: $(cat /data/err)"
 
-echo "== disconnect, flush, detach --force"
+echo "== stop --force takes the export down, start serves it again"
 nvme disconnect -n $nqn || fail "disconnect"
 cachectl stats vol --json | grep -q '"dirty_lines": 0,' && fail "nothing was dirty: the test did not test write-back"
+cachectl stop vol --force | tee /data/out
+grep -q "the next start serves it again" /data/out || fail "stop --force: $(cat /data/out)"
+[ -z "$(ls $nvmet/subsystems)$(ls $nvmet/ports)" ] || fail "stop --force left: $(find $nvmet)"
+cachectl start vol | tee /data/out
+grep -q "exported again: nvme-tcp 127.0.0.1:4420" /data/out || fail "start did not serve the export again"
+[ "$(cat $nvmet/subsystems/$nqn/namespaces/1/device_path)" = /dev/mapper/vol ] || fail "namespace after start"
+nvme connect -t tcp -a 127.0.0.1 -s 4420 -n $nqn --hostnqn=$host --hostid=$hostid || fail "connect after start"
+nvme disconnect -n $nqn || fail "disconnect after start"
+
+echo "== flush, detach --force"
 cachectl flush vol
 cachectl detach vol --force | tee /data/out
 grep -q "unexported vol" /data/out || fail "detach --force did not say it unexported"
@@ -108,6 +118,12 @@ cachectl export vol --nvme-tcp 127.0.0.1:4420 --allow-any-host >/dev/null
 [ "$(cat $nvmet/subsystems/$nqn/attr_allow_any_host)" = 1 ] || fail "--allow-any-host"
 cachectl unexport vol
 [ -z "$(ls $nvmet/subsystems)$(ls $nvmet/ports)" ] || fail "unexport left: $(find $nvmet)"
+# A host entry the administrator made (perhaps with keys) outlives the export.
+mkdir $nvmet/hosts/$other
+cachectl export vol --nvme-tcp 127.0.0.1:4420 --allow-host $other >/dev/null
+cachectl unexport vol >/dev/null
+[ -d $nvmet/hosts/$other ] || fail "unexport removed a host entry it did not make"
+rmdir $nvmet/hosts/$other
 if cachectl unexport vol 2>/data/err; then fail "unexported twice"; fi
 grep -q "is not exported" /data/err || fail "unexport twice: $(cat /data/err)"
 cachectl detach vol >/dev/null

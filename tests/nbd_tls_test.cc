@@ -7,12 +7,15 @@
 
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstring>
+#include <condition_variable>
 #include <fstream>
+#include <thread>
 #include <mutex>
 #include <random>
 #include <vector>
@@ -49,13 +52,32 @@ std::string WriteKey(const std::string& path, const std::string& user, uint32_t 
 }
 
 // A plain memory volume served by the serving threads (not asynchronous).
+// Closed, its reads wait until it is opened again.
 class MemoryBackend : public shim::BlockBackend {
  public:
   explicit MemoryBackend(uint64_t size) : data_(size) {}
+  void Close() {
+    std::lock_guard lock(mu_);
+    closed_ = true;
+  }
+  void Open() {
+    {
+      std::lock_guard lock(mu_);
+      closed_ = false;
+    }
+    opened_.notify_all();
+  }
+  bool waiting() {
+    std::lock_guard lock(mu_);
+    return waiting_ > 0;
+  }
   uint64_t size() const override { return data_.size(); }
   uint32_t preferred_block_size() const override { return 4096; }
   Status Read(uint64_t off, void* buf, uint64_t len) override {
-    std::lock_guard lock(mu_);
+    std::unique_lock lock(mu_);
+    ++waiting_;
+    opened_.wait(lock, [this] { return !closed_; });
+    --waiting_;
     std::memcpy(buf, data_.data() + off, len);
     return Status::Ok();
   }
@@ -69,8 +91,17 @@ class MemoryBackend : public shim::BlockBackend {
 
  private:
   std::mutex mu_;
+  std::condition_variable opened_;
+  bool closed_ = false;
+  int waiting_ = 0;
   std::vector<uint8_t> data_;
 };
+
+double CpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
 
 class NbdTlsTest : public ::testing::TestWithParam<bool> {  // true: the engine's reactor path
  protected:
@@ -186,6 +217,44 @@ TEST_P(NbdTlsTest, StopEndsConnectedTlsClients) {
   EXPECT_EQ(nbd_pread(idle, &byte, 1, 0, 0), -1);
   nbd_close(idle);
   nbd_close(busy);
+}
+
+// Stop shuts the client's socket while a request waits in the backend: the
+// relay, with nothing to send either way, must wait, not spin on the shut
+// socket's POLLHUP (it did, a core for as long as the request took).
+TEST(NbdTlsRelayTest, WaitsWithoutSpinningWhileARequestIsInTheBackend) {
+  TempDir dir;
+  std::string key = WriteKey(dir.path() + "/keys.psk", "alice", 1);
+  MemoryBackend backend(1 << 20);
+  auto tls = shim::LoadNbdTlsPsk(key);
+  ASSERT_TRUE(tls.ok());
+  const int port = FreePort();
+  shim::NbdServerOptions o;
+  o.export_name = "vol";
+  o.tcp_address = "127.0.0.1:" + std::to_string(port);
+  o.tls = tls.value();
+  o.worker_threads = 2;
+  auto server = shim::NbdServer::Start(&backend, o);
+  ASSERT_TRUE(server.ok());
+  nbd_handle* h = nbd_create();
+  nbd_set_export_name(h, "vol");
+  nbd_set_tls(h, LIBNBD_TLS_REQUIRE);
+  nbd_set_tls_username(h, "alice");
+  nbd_set_tls_psk_file(h, key.c_str());
+  ASSERT_EQ(nbd_connect_tcp(h, "127.0.0.1", std::to_string(port).c_str()), 0) << nbd_get_error();
+  backend.Close();
+  char buf[4096];
+  ASSERT_NE(nbd_aio_pread(h, buf, sizeof(buf), 0, NBD_NULL_COMPLETION, 0), -1);
+  while (!backend.waiting()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::thread stopper([&] { server.value()->Stop(); });  // waits for the read
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  const double before = CpuSeconds();
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  const double used = CpuSeconds() - before;
+  backend.Open();
+  stopper.join();
+  nbd_close(h);
+  EXPECT_LT(used, 0.25) << "seconds of CPU in half a second of waiting: something spins";
 }
 
 INSTANTIATE_TEST_SUITE_P(Paths, NbdTlsTest, ::testing::Values(true, false),

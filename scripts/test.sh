@@ -21,7 +21,7 @@ if [ ! -d ../shared/traces ]; then
   exit 1
 fi
 ctest --test-dir build --output-on-failure -j"$(nproc)" "$@"
-# Every parser that faces outside input, fuzzed for a minute each, and the
+# Every parser that faces outside input, fuzzed for 45 s each, and the
 # unit tests again, all under AddressSanitizer and UndefinedBehaviorSanitizer.
-bash tests/fuzz/run.sh "${CACHECTL_FUZZ_SECONDS:-60}"
+bash tests/fuzz/run.sh "${CACHECTL_FUZZ_SECONDS:-45}"
 bash tests/sanitizers.sh

@@ -3,8 +3,9 @@
 // clean shutdown, nor after a crash that followed a flush. And a cache made
 // by the version-1 engine (tests/fixtures: made by make_format_v1.cc,
 // built against the code as of commit ad4c8e7, the last to write format 1)
-// is upgraded in place at its start, with its dirty data; a format this
-// build does not know is refused and nothing is written.
+// is upgraded in place at its start, with its dirty data, and so is one
+// made in format 2 (make_format_v2.cc); a format this build does not know
+// is refused and nothing is written.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -130,27 +131,29 @@ TEST_F(WarmStartTest, TwoRecordsOfOneLineAreRefused) {
 
 // The fixtures name their files by absolute path (a file's identity is its
 // path), so they are unpacked where they were made.
-constexpr char kFixtureRoot[] = "/tmp/cachectl-v1-fixture";
+std::string FixtureRoot(int format) { return "/tmp/cachectl-v" + std::to_string(format) + "-fixture"; }
 
 std::string ReadAll(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), {}};
 }
 
-// Unpacks tests/fixtures/format_v1_<name>.tar.zst under kFixtureRoot.
-std::string Unpack(const std::string& name) {
-  const std::string packed = ReadAll(std::string(CACHECTL_FIXTURES_DIR) + "/format_v1_" + name + ".tar.zst");
+// Unpacks tests/fixtures/format_v<format>_<name>.tar.zst under FixtureRoot(format).
+std::string Unpack(const std::string& name, int format = 1) {
+  const std::string root = FixtureRoot(format);
+  const std::string packed = ReadAll(std::string(CACHECTL_FIXTURES_DIR) + "/format_v" + std::to_string(format) +
+                                     "_" + name + ".tar.zst");
   EXPECT_FALSE(packed.empty()) << "fixture " << name << " missing";
   const unsigned long long size = ZSTD_getFrameContentSize(packed.data(), packed.size());
   EXPECT_NE(size, ZSTD_CONTENTSIZE_ERROR);
   EXPECT_NE(size, ZSTD_CONTENTSIZE_UNKNOWN);
   std::string tar(size, '\0');
   EXPECT_EQ(ZSTD_decompress(tar.data(), tar.size(), packed.data(), packed.size()), size);
-  const std::string dir = std::string(kFixtureRoot) + "/" + name;
-  const std::string tar_path = std::string(kFixtureRoot) + "/" + name + ".tar";
-  EXPECT_EQ(std::system(("rm -rf " + dir + " && mkdir -p " + kFixtureRoot).c_str()), 0);
+  const std::string dir = root + "/" + name;
+  const std::string tar_path = root + "/" + name + ".tar";
+  EXPECT_EQ(std::system(("rm -rf " + dir + " && mkdir -p " + root).c_str()), 0);
   std::ofstream(tar_path, std::ios::binary) << tar;
-  EXPECT_EQ(std::system(("tar -x -C " + std::string(kFixtureRoot) + " -f " + tar_path).c_str()), 0);
+  EXPECT_EQ(std::system(("tar -x -C " + root + " -f " + tar_path).c_str()), 0);
   return dir;
 }
 
@@ -233,6 +236,36 @@ TEST(FormatUpgradeTest, AVersion1CacheShutDownWithDirtyDataIsUpgradedAndKeepsIt)
     }
   }
 }
+
+// Format 2 (make_format_v2.cc, the same workload), shut down cleanly and
+// cut by a crash after a flush: every later format must open both warm,
+// dirty data and all, and move their blocks to the origin at a flush.
+class Format2Test : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(Format2Test, AVersion2CacheOpensWarmWithItsDirtyData) {
+  const std::string dir = Unpack(GetParam(), 2);
+  {
+    Files f = OpenFiles(dir);
+    ExpectFormat(f, 2);
+    auto e = Engine::Open(f.devices(), Config());
+    ASSERT_TRUE(e.ok()) << e.status().ToString();
+    EXPECT_EQ((*e)->identity().format_version, kFormatVersion);
+    EXPECT_EQ((*e)->stats().dirty_lines, 48u);
+    ExpectFixtureData(**e);
+    ExpectFormat(f, kFormatVersion);
+    ASSERT_TRUE((*e)->Flush().ok());
+    ASSERT_TRUE((*e)->Shutdown().ok());
+  }
+  Files f = OpenFiles(dir);
+  AlignedBuffer b(4096);
+  for (uint64_t block = 0; block < 64; ++block) {
+    ASSERT_TRUE(f.origin->Read(block * 4096, b.data(), 4096).ok());
+    ASSERT_EQ(static_cast<const uint8_t*>(b.data())[0], Expected(block)) << "origin block " << block;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, Format2Test, ::testing::Values("clean", "crash"),
+                         [](const auto& info) { return std::string(info.param); });
 
 TEST_F(WarmStartTest, ANewerFormatIsRefusedAndNothingIsWritten) {
   ASSERT_TRUE(rig_.engine().Shutdown().ok());

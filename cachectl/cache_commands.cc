@@ -156,8 +156,10 @@ int Attach(const std::vector<std::string>& args) {
        "file of username:hexkey lines (psktool's, as nbdkit and qemu-nbd take)")
       ("tls-cert", po::value<std::string>(), "with --nbd-tcp: TCP clients must use TLS with X.509 certificates "
        "from this directory (ca-cert.pem, server-cert.pem, server-key.pem; clients need a certificate the CA signed)")
-      ("insecure", "with --nbd-tcp: allow an address other hosts reach (NBD without TLS: neither encrypted "
-       "nor authenticated)")
+      ("listen", po::value<std::string>(), "serve Prometheus metrics at http://HOST:PORT/metrics (a loopback "
+       "address unless --insecure)")
+      ("insecure", "with --nbd-tcp or --listen: allow an address other hosts reach (NBD without TLS is neither "
+       "encrypted nor authenticated; /metrics has no authentication)")
       ("group", po::value(&group), "this group may use the NBD socket and read stats (default: root only)")
       ("nbd-connections", po::value(&connections_text), "NBD clients served at once, 1-1024 (default 32); "
        "more are turned away as they connect")
@@ -181,8 +183,9 @@ int Attach(const std::vector<std::string>& args) {
   spec.tcp_insecure = vm.count("insecure") > 0;
   if (vm.count("tls-psk")) spec.tls_psk = Absolute(vm["tls-psk"].as<std::string>());
   if (vm.count("tls-cert")) spec.tls_cert = Absolute(vm["tls-cert"].as<std::string>());
+  if (vm.count("listen")) spec.metrics_listen = vm["listen"].as<std::string>();
   for (const Status& s : {CheckName(name), mode.status(), line.status(), CheckFrontend(frontend), gid.status(),
-                          connections.status(), CheckTcpExport(spec)}) {
+                          connections.status(), CheckTcpExport(spec), CheckMetricsListen(spec)}) {
     if (!s.ok()) return Fail(kExitUsage, "attach: " + s.message());
   }
   // A key or certificate that cannot serve is said now, before any device changes.
@@ -233,6 +236,7 @@ int Attach(const std::vector<std::string>& args) {
                      {"nbd_connections", std::to_string(spec.nbd_connections)},
                      {"nbd_tcp_insecure", spec.tcp_insecure ? "1" : "0"},
                      {"nbd_tls_psk", spec.tls_psk}, {"nbd_tls_cert", spec.tls_cert},
+                     {"metrics_listen", spec.metrics_listen},
                      {"frontend", frontend}, {"online_volume", spec.online_volume},
                      {"online_table", spec.online_table}};
   Status saved = SaveConfig(dirs.ConfigFile(name), config);

@@ -31,6 +31,7 @@
 #include "daemon_control.h"
 #include "daemon_state.h"
 #include "kernel_frontend.h"
+#include "prometheus.h"
 #include "protocol.h"
 #include "request_dispatch.h"
 #include "shim/dm_device.h"
@@ -85,6 +86,22 @@ Status RepairDamagedSuperblock(Daemon& d) {
     Log("warning", repair->value().message + "; opening as after a crash");
     d.notices.push_back(repair->value().message);
   }
+  return Status::Ok();
+}
+
+// /metrics (attach --listen): the stats of this cache, as `stats
+// --prometheus` prints them.
+Status StartMetrics(Daemon& d) {
+  CACHECORE_RETURN_IF_ERROR(CheckMetricsListen(d.spec));
+  auto server = MetricsServer::Start(d.spec.metrics_listen, [&d] {
+    Fields f{{"name", d.spec.name}};
+    Result<StatsReply> stats = DaemonControl(d).Stats(false);
+    if (stats.ok()) f.insert(f.end(), stats->fields.begin(), stats->fields.end());
+    else f.push_back({"state", "stopped"});
+    return PrometheusText({f});
+  });
+  if (!server.ok()) return server.status();
+  d.metrics = std::move(server.value());
   return Status::Ok();
 }
 
@@ -287,9 +304,11 @@ void SignalLoop(Daemon& d) {
     s = fd.status();
     if (fd.ok()) d.control_fd = fd.value();
   }
+  if (s.ok() && !spec.metrics_listen.empty()) s = StartMetrics(d);
   if (!s.ok()) {
     Log("error", s.ToString());
     (void)StopKernelFrontEnd(d);
+    if (d.metrics) d.metrics->Stop();
     if (d.nbd) d.nbd->Stop();
     d.engine.reset();
     d.origin.reset();
@@ -314,6 +333,7 @@ void SignalLoop(Daemon& d) {
   bool detach = d.detach;
   lock.unlock();
 
+  if (d.metrics) d.metrics->Stop();
   d.nbd->Stop();
   Status done = detach ? d.engine->Detach() : d.engine->Shutdown();
   if (done.ok() && detach && d.wipe) done = WipeCacheDevice(d);
@@ -392,6 +412,16 @@ Status CheckTcpExport(const DaemonSpec& spec) {
                                  "a loopback address, or --insecure on a network you trust");
 }
 
+Status CheckMetricsListen(const DaemonSpec& spec) {
+  if (spec.metrics_listen.empty()) return Status::Ok();
+  Result<bool> loopback = shim::IsLoopbackTcp(spec.metrics_listen);
+  if (!loopback.ok()) return Status::InvalidArgument("--listen " + loopback.status().message());
+  if (loopback.value() || spec.tcp_insecure) return Status::Ok();
+  return Status::InvalidArgument("--listen " + spec.metrics_listen + " is reached from other hosts, and /metrics "
+                                 "has no authentication: give a loopback address (and let the scraper reach it "
+                                 "another way), or --insecure on a network you trust");
+}
+
 Result<std::shared_ptr<const shim::NbdTls>> LoadTls(const DaemonSpec& spec) {
   if (!spec.tls_psk.empty()) return shim::LoadNbdTlsPsk(spec.tls_psk);
   if (!spec.tls_cert.empty()) return shim::LoadNbdTlsCertificates(spec.tls_cert);
@@ -420,6 +450,7 @@ Result<DaemonSpec> SpecFromConfig(const Dirs& dirs, const std::string& name, Cac
   auto insecure = config.find("nbd_tcp_insecure");
   spec.tcp_insecure = insecure == config.end() || insecure->second == "1";
   spec.tls_psk = config["nbd_tls_psk"];
+  spec.metrics_listen = config["metrics_listen"];
   spec.tls_cert = config["nbd_tls_cert"];
   if (!config["nbd_connections"].empty()) {
     Result<unsigned> n = ParseNbdConnections(config["nbd_connections"]);

@@ -29,6 +29,9 @@ struct DaemonSpec {
   // NBD over TLS for TCP clients: a PSK file or an X.509 directory
   // (shim/nbd_tls.h); at most one, absolute paths.
   std::string tls_psk, tls_cert;
+  // attach --listen: Prometheus's /metrics on this host:port (empty: off);
+  // a loopback address unless tcp_insecure.
+  std::string metrics_listen;
   unsigned nbd_connections = kDefaultNbdConnections;  // NBD clients served at once
   // The group that may use the NBD socket and read stats (sockets 0660);
   // -1: root only (0600).
@@ -54,6 +57,10 @@ cachecore::Status CheckFrontend(const std::string& frontend);
 // `insecure`; kInvalidArgument saying why otherwise (plain NBD is neither
 // encrypted nor authenticated).
 cachecore::Status CheckTcpExport(const DaemonSpec& spec);
+
+// --listen's address: OK when empty, a loopback address, or with
+// --insecure (the counters say what the volume's users do).
+cachecore::Status CheckMetricsListen(const DaemonSpec& spec);
 
 // The TLS credentials the spec names (null when none), read and checked:
 // NotFound or InvalidArgument naming the file otherwise.

@@ -14,6 +14,7 @@
 #include "control.h"
 #include "export_commands.h"
 #include "placement_commands.h"
+#include "prometheus.h"
 #include "stats_view.h"
 
 namespace cachectl {
@@ -144,7 +145,7 @@ int RunStats(const std::vector<std::string>& args) {
   double watch = 0;
   CommonOptions common;
   po::options_description desc = common.Describe(
-      "cachectl stats NAME [--json | --csv] [--watch SECONDS [--cumulative]] [--reset]\n"
+      "cachectl stats NAME [--json | --csv | --prometheus] [--watch SECONDS [--cumulative]] [--reset]\n"
       "cachectl stats NAME --movement [--json]\n\n"
       "Without --json or --csv: the cache, its usage, requests, errors and settings,\n"
       "with units and percentages. --watch: the rates of each interval (--cumulative:\n"
@@ -155,13 +156,19 @@ int RunStats(const std::vector<std::string>& args) {
       ("name", po::value(&name)->required(), "cache name")
       ("json", "one JSON object")
       ("csv", "a header line and a row")
+      ("prometheus", "Prometheus's text exposition format (the daemon serves it too: attach --listen)")
       ("watch", po::value(&watch), "print again every SECONDS until interrupted")
       ("cumulative", "with --watch: the counters since start, not the interval's rates")
       ("reset", "zero the counters after printing them")
       ("movement", "data movement by hour over the last day (with --json: one object)");
   po::variables_map vm;
   if (int rc = common.Parse(desc, args, vm, "stats", "name"); rc >= 0) return rc;
-  if (vm.count("json") && vm.count("csv")) return Fail(kExitUsage, "stats: --json and --csv exclude each other");
+  if (vm.count("json") + vm.count("csv") + vm.count("prometheus") > 1) {
+    return Fail(kExitUsage, "stats: --json, --csv and --prometheus exclude each other");
+  }
+  if (vm.count("prometheus") && (vm.count("watch") || vm.count("movement"))) {
+    return Fail(kExitUsage, "stats: --prometheus prints the counters once (Prometheus keeps the history)");
+  }
   if (vm.count("movement") && (vm.count("csv") || vm.count("watch") || vm.count("reset"))) {
     return Fail(kExitUsage, "stats: --movement goes with --json only");
   }
@@ -178,14 +185,15 @@ int RunStats(const std::vector<std::string>& args) {
     }
   }
   if (vm.count("movement")) return PrintMovement(dirs, name, vm.count("json") > 0);
-  const bool human = !vm.count("json") && !vm.count("csv");
+  const bool human = !vm.count("json") && !vm.count("csv") && !vm.count("prometheus");
   if (human && vm.count("watch") && !vm.count("cumulative")) return WatchRates(dirs, name, vm.count("reset"), watch);
   for (bool first = true;; first = false) {
     bool running = false;
     Result<Fields> described = Describe(dirs, name, vm.count("reset") > 0, &running);
     if (!described.ok()) return Fail(kExitRefused, "stats: " + described.status().message());
     const Fields f = Versioned(described.value());
-    if (vm.count("json")) std::printf("%s\n", ToJson(f).c_str());
+    if (vm.count("prometheus")) std::printf("%s", PrometheusText({described.value()}).c_str());
+    else if (vm.count("json")) std::printf("%s\n", ToJson(f).c_str());
     else if (vm.count("csv")) std::printf("%s%s\n", first ? (CsvHeader(f) + "\n").c_str() : "", CsvRow(f).c_str());
     else std::printf("%s", HumanStats(described.value()).c_str());
     std::fflush(stdout);

@@ -13,8 +13,8 @@ packages=(
   gnutls-bin
   # NBD clients the interop tests use
   libnbd-bin python3-libnbd qemu-utils fio fuse3 e2fsprogs nbdkit
-  # the security test looks for TCP listeners with ss
-  iproute2
+  # the security test looks for TCP listeners with ss; the metrics test scrapes with curl
+  iproute2 curl
   # the benchmarks' plots (scripts/bench; its smoke test runs with the tests)
   python3-matplotlib
   # cachectl advise --plot draws with gnuplot

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <ctime>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <shared_mutex>
@@ -43,12 +44,38 @@ namespace cachectl {
 
 using namespace cachecore;
 
+namespace {
+// The journal's stream when systemd started the daemon (its stderr was the
+// journal's, JOURNAL_STREAM says so): -1 otherwise.
+int journal_fd = -1;
+
+// sd-daemon(3)'s prefixes: the journal takes them as the line's priority.
+const char* SyslogPrefix(const char* level) {
+  if (std::strcmp(level, "error") == 0) return "<3>";
+  if (std::strcmp(level, "warning") == 0) return "<4>";
+  return "<6>";
+}
+
+// Keeps the journal's stream as the daemon's stderr goes to its log file.
+void KeepJournal() {
+  const char* stream = std::getenv("JOURNAL_STREAM");
+  struct stat st {};
+  if (stream == nullptr || fstat(STDERR_FILENO, &st) != 0) return;
+  const std::string ours = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
+  if (ours == stream) journal_fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
+}
+}  // namespace
+
 void Log(const char* level, const std::string& msg) {
   char when[32];
   std::time_t now = std::time(nullptr);
   std::strftime(when, sizeof(when), "%Y-%m-%dT%H:%M:%S", std::gmtime(&now));
   std::fprintf(stderr, "%s %s %s\n", when, level, msg.c_str());
   std::fflush(stderr);
+  if (journal_fd >= 0) {
+    const std::string line = SyslogPrefix(level) + msg + "\n";  // the journal stamps it
+    (void)!write(journal_fd, line.data(), line.size());
+  }
 }
 
 namespace {
@@ -261,6 +288,34 @@ void ControlLoop(Daemon& d) {
   }
 }
 
+// Logs each rise of an error counter (errors.cache.read and the others),
+// so that the log, and the journal under systemd, show I/O errors as they
+// come, not only `stats`. Every 10 s (CACHECTL_ERROR_WATCH_SECONDS for
+// tests) until the daemon stops.
+void ErrorWatch(Daemon& d) {
+  const char* env = std::getenv("CACHECTL_ERROR_WATCH_SECONDS");
+  const auto every = std::chrono::seconds(env ? std::max(1, std::atoi(env)) : 10);
+  std::map<std::string, uint64_t> seen;
+  for (;;) {
+    {
+      std::unique_lock lock(d.mu);
+      if (d.cv.wait_for(lock, every, [&] { return d.stop_requested; })) return;
+    }
+    Result<StatsReply> stats = DaemonControl(d).Stats(false);
+    if (!stats.ok()) continue;
+    for (const auto& [key, value] : stats->fields) {
+      if (key.rfind("errors.", 0) != 0) continue;
+      const uint64_t now = std::strtoull(value.c_str(), nullptr, 10);
+      if (now > seen[key]) {
+        Log(key.find("repaired") == std::string::npos ? "error" : "warning",
+            key.substr(7) + ": " + std::to_string(now - seen[key]) + " more (" + std::to_string(now) +
+                         " since start)");
+      }
+      seen[key] = now;
+    }
+  }
+}
+
 void SignalLoop(Daemon& d) {
   sigset_t set;
   sigemptyset(&set);
@@ -321,13 +376,15 @@ void SignalLoop(Daemon& d) {
     std::fprintf(pid, "%d\n", getpid());
     std::fclose(pid);
   }
-  Log("info", "serving " + spec.name + " (" + CacheModeName(d.engine->mode()) + ") on " +
+  Log("info", std::string(spec.create ? "attached: " : "started: ") + spec.origin + " cached on " + spec.cache +
+                  "; serving " + spec.name + " (" + CacheModeName(d.engine->mode()) + ") on " +
                   spec.dirs.NbdSocket(spec.name));
   ReportStart(ready_fd, d, Status::Ok());
   close(ready_fd);
 
   std::thread(ControlLoop, std::ref(d)).detach();
   std::thread(SignalLoop, std::ref(d)).detach();
+  std::thread(ErrorWatch, std::ref(d)).detach();
   std::unique_lock lock(d.mu);
   d.cv.wait(lock, [&] { return d.stop_requested; });
   bool detach = d.detach;
@@ -476,6 +533,7 @@ Status LaunchDaemon(const DaemonSpec& spec, std::vector<std::string>* notices) {
     close(pipefd[0]);
     setsid();
     if (fork() != 0) _exit(0);  // the daemon is the grandchild: no terminal, ever
+    KeepJournal();
     int null = open("/dev/null", O_RDWR);
     int log = open(spec.dirs.LogFile(spec.name).c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
     dup2(null, 0);

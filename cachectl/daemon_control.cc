@@ -1,6 +1,7 @@
 #include "daemon_control.h"
 
 #include <cstdio>
+#include <memory>
 
 namespace cachectl {
 
@@ -142,14 +143,36 @@ Result<StatsReply> DaemonControl::Stats(bool reset) {
   });
 }
 
+namespace {
+// The client's progress, and a log line at every tenth of the way (the
+// journal shows how a long flush goes), and at its end.
+ProgressSink Logged(const std::string& what, const ProgressSink& progress) {
+  auto last = std::make_shared<int>(-1);
+  return [what, progress, last](uint64_t left, uint64_t total) {
+    if (progress) progress(left, total);
+    const int tenth = total == 0 ? 10 : static_cast<int>(10 * (total - left) / total);
+    if (tenth == *last) return;
+    *last = tenth;
+    Log("info", what + ": " + std::to_string(tenth * 10) + " %, " + std::to_string(left) + " dirty lines left");
+  };
+}
+
+Status LoggedOutcome(const std::string& what, Status s) {
+  Log(s.ok() ? "info" : "error", what + (s.ok() ? ": done" : ": " + s.ToString()));
+  return s;
+}
+}  // namespace
+
 Status DaemonControl::Flush(const ProgressSink& progress) {
-  return WithEngine([&](Engine& e) { return e.Flush(progress); });
+  return WithEngine([&](Engine& e) { return LoggedOutcome("flush", e.Flush(Logged("flush", progress))); });
 }
 
 // The flush runs while the cache still serves; the stop takes the engine
 // away, so it runs after the shared lock is let go.
 Status DaemonControl::Detach(bool wipe, const ProgressSink& progress) {
-  CACHECORE_RETURN_IF_ERROR(WithEngine([&](Engine& e) { return e.Flush(progress); }));
+  CACHECORE_RETURN_IF_ERROR(WithEngine([&](Engine& e) {
+    return LoggedOutcome("detach: flush", e.Flush(Logged("detach: flush", progress)));
+  }));
   return StopDaemon(d_, true, wipe);
 }
 
@@ -174,7 +197,8 @@ Status DaemonControl::Set(const SetRequest& request, const ProgressSink& progres
     }
     if (!request.mode) return Status::Ok();
     Log("info", std::string("mode -> ") + CacheModeName(*request.mode));
-    return e.SetMode(*request.mode, progress);
+    return LoggedOutcome(std::string("mode -> ") + CacheModeName(*request.mode),
+                         e.SetMode(*request.mode, Logged("mode switch: flush", progress)));
   });
 }
 

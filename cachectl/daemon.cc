@@ -33,6 +33,7 @@
 #include "daemon_state.h"
 #include "kernel_frontend.h"
 #include "prometheus.h"
+#include "stats_view.h"
 #include "protocol.h"
 #include "request_dispatch.h"
 #include "shim/dm_device.h"
@@ -316,6 +317,31 @@ void ErrorWatch(Daemon& d) {
   }
 }
 
+// A minute of history (stats --history) a minute (CACHECTL_HISTORY_SECONDS
+// for tests), from the engine's counters, until the daemon stops.
+void HistorySampler(Daemon& d) {
+  const char* env = std::getenv("CACHECTL_HISTORY_SECONDS");
+  const auto every = std::chrono::seconds(env ? std::max(1, std::atoi(env)) : 60);
+  for (;;) {
+    Result<StatsReply> stats = DaemonControl(d).Stats(false);
+    if (stats.ok()) {
+      FieldView f(stats->fields);
+      HistoryMinute now;
+      now.minute_start = static_cast<int64_t>(std::time(nullptr));
+      now.read_hits = f.Count("read_hits");
+      now.read_misses = f.Count("read_misses");
+      now.write_hits = f.Count("write_hits");
+      now.write_misses = f.Count("write_misses");
+      now.dirty_lines = f.Count("dirty_lines");
+      now.cleaner_writes = f.Count("cleaner_writes");
+      now.cleaned_bytes = f.Count("cleaned_bytes");
+      d.history.Add(now);
+    }
+    std::unique_lock lock(d.mu);
+    if (d.cv.wait_for(lock, every, [&] { return d.stop_requested; })) return;
+  }
+}
+
 void SignalLoop(Daemon& d) {
   sigset_t set;
   sigemptyset(&set);
@@ -385,6 +411,7 @@ void SignalLoop(Daemon& d) {
   std::thread(ControlLoop, std::ref(d)).detach();
   std::thread(SignalLoop, std::ref(d)).detach();
   std::thread(ErrorWatch, std::ref(d)).detach();
+  std::thread(HistorySampler, std::ref(d)).detach();
   std::unique_lock lock(d.mu);
   d.cv.wait(lock, [&] { return d.stop_requested; });
   bool detach = d.detach;

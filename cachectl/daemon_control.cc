@@ -223,6 +223,10 @@ Result<PinsReply> DaemonControl::Pins() {
   });
 }
 
+Result<HistoryReply> DaemonControl::History() {
+  return WithEngine([&](Engine& e) -> Result<HistoryReply> { return HistoryReply{e.line_size(), d_.history.Minutes()}; });
+}
+
 Result<MovementReply> DaemonControl::Movement() {
   return WithEngine([](Engine& e) -> Result<MovementReply> {
     MovementReport m = e.movement();

@@ -28,6 +28,7 @@ class DaemonControl : public ControlTarget {
   cachecore::Result<PinTotals> Unpin(const ByteRange& range) override;
   cachecore::Result<PinsReply> Pins() override;
   cachecore::Result<MovementReply> Movement() override;
+  cachecore::Result<HistoryReply> History() override;
 
  private:
   // Runs fn(engine) while the engine is there; kBusy after shutdown.

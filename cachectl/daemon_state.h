@@ -15,6 +15,7 @@
 #include "cachecore/engine/engine.h"
 #include "cachecore/metadata/metadata_store.h"
 #include "daemon.h"
+#include "history.h"
 #include "metrics_server.h"
 #include "shim/engine_backend.h"
 #include "shim/kernel_device.h"
@@ -40,6 +41,7 @@ struct Daemon {
   std::unique_ptr<shim::EngineBackend> backend;
   std::unique_ptr<shim::NbdServer> nbd;
   std::unique_ptr<MetricsServer> metrics;  // /metrics, with attach --listen
+  History history;                         // a minute a row, for stats --history
   std::unique_ptr<shim::KernelDevice> kernel;  // /dev/ublkbN or /dev/nbdN, when one runs
   bool dm_created = false;                  // /dev/mapper/NAME over it
   bool online_swapped = false;              // the online volume points at /dev/nbdN

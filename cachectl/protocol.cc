@@ -230,6 +230,7 @@ Result<Request> DecodeVerb(std::string_view verb, const Words& args) {
   if (verb == "stop") return bare(StopRequest{});
   if (verb == "pins") return bare(PinsRequest{});
   if (verb == "movement") return bare(MovementRequest{});
+  if (verb == "history") return bare(HistoryRequest{});
   return Status::InvalidArgument("unknown control command " + Quote(verb));
 }
 
@@ -322,6 +323,7 @@ std::string EncodeRequest(const Request& request) {
           [&](const UnpinRequest& r) { return range("unpin", r.range); },
           [](const PinsRequest&) -> std::string { return "pins"; },
           [](const MovementRequest&) -> std::string { return "movement"; },
+          [](const HistoryRequest&) -> std::string { return "history"; },
       },
       request);
   return std::string(kProtocolTag) + " " + words + "\n";
@@ -341,7 +343,8 @@ Result<Request> DecodeRequest(std::string_view line) {
 
 bool ChangesCache(const Request& request) {
   if (const auto* stats = std::get_if<StatsRequest>(&request)) return stats->reset;
-  return !std::holds_alternative<PinsRequest>(request) && !std::holds_alternative<MovementRequest>(request);
+  return !std::holds_alternative<PinsRequest>(request) && !std::holds_alternative<MovementRequest>(request) &&
+         !std::holds_alternative<HistoryRequest>(request);
 }
 
 std::string EncodeProgress(uint64_t left, uint64_t total) {
@@ -427,6 +430,17 @@ std::string EncodeReply(const MovementReply& reply) {
   return out;
 }
 
+std::string EncodeReply(const HistoryReply& reply) {
+  std::string out;
+  AddData(&out, "line_size", std::to_string(reply.line_size));
+  for (const HistoryMinute& m : reply.minutes) {
+    AddData(&out, "minute", std::to_string(m.minute_start) + "," +
+                                Join({m.read_hits, m.read_misses, m.write_hits, m.write_misses, m.dirty_lines,
+                                      m.cleaner_writes, m.cleaned_bytes}));
+  }
+  return out;
+}
+
 std::string EncodeReply(const StartupReply& reply) {
   std::string out;
   for (const std::string& notice : reply.notices) AddData(&out, "notice", notice);
@@ -472,6 +486,25 @@ Result<MovementReply> DecodeMovementReply(const Fields& data) {
          uint64_t n[4];
          CACHECORE_RETURN_IF_ERROR(DecodeList(v, n, 4));
          r.hottest.push_back({n[0], n[1], n[2], n[3]});
+         return Status::Ok();
+       }},
+  };
+  CACHECORE_RETURN_IF_ERROR(DecodeFields(data, rules));
+  return r;
+}
+
+Result<HistoryReply> DecodeHistoryReply(const Fields& data) {
+  HistoryReply r;
+  std::vector<FieldRule> rules = {
+      NumberField("line_size", &r.line_size),
+      {"minute", true, [&r](std::string_view v) {
+         size_t comma = v.find(',');
+         Result<int64_t> start = DecodeSigned(v.substr(0, comma));
+         if (!start.ok()) return start.status();
+         if (comma == std::string_view::npos) return Status::InvalidArgument("expected 8 numbers");
+         uint64_t n[7];
+         CACHECORE_RETURN_IF_ERROR(DecodeList(v.substr(comma + 1), n, 7));
+         r.minutes.push_back({start.value(), n[0], n[1], n[2], n[3], n[4], n[5], n[6]});
          return Status::Ok();
        }},
   };

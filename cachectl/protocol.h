@@ -83,9 +83,10 @@ struct UnpinRequest {
 };
 struct PinsRequest {};
 struct MovementRequest {};
+struct HistoryRequest {};
 
 using Request = std::variant<StatsRequest, FlushRequest, DetachRequest, StopRequest, SetRequest,
-                             PinRequest, UnpinRequest, PinsRequest, MovementRequest>;
+                             PinRequest, UnpinRequest, PinsRequest, MovementRequest, HistoryRequest>;
 
 // The request line, '\n' included.
 std::string EncodeRequest(const Request& request);
@@ -147,6 +148,20 @@ struct MovementReply {
   std::vector<cachecore::HotRegion> hottest;
 };
 
+// One minute of a cache's day (stats --history): what happened in it, and
+// the dirty lines at its end.
+struct HistoryMinute {
+  int64_t minute_start = 0;  // seconds since the epoch
+  uint64_t read_hits = 0, read_misses = 0, write_hits = 0, write_misses = 0;  // 4 KiB blocks
+  uint64_t dirty_lines = 0;
+  uint64_t cleaner_writes = 0, cleaned_bytes = 0;
+};
+
+struct HistoryReply {
+  uint64_t line_size = 0;
+  std::vector<HistoryMinute> minutes;  // oldest first, at most a day of them
+};
+
 // What a daemon did on its way up that its starter should show (sent on
 // the start-up pipe before "ok" or "error").
 struct StartupReply {
@@ -158,6 +173,7 @@ std::string EncodeReply(const StatsReply& reply);
 std::string EncodeReply(const PinTotals& reply);
 std::string EncodeReply(const PinsReply& reply);
 std::string EncodeReply(const MovementReply& reply);
+std::string EncodeReply(const HistoryReply& reply);
 std::string EncodeReply(const StartupReply& reply);
 
 // A reply from its data lines (key, value). kInvalidArgument for a missing,
@@ -166,6 +182,7 @@ cachecore::Result<StatsReply> DecodeStatsReply(const Fields& data);
 cachecore::Result<PinTotals> DecodePinTotals(const Fields& data);
 cachecore::Result<PinsReply> DecodePinsReply(const Fields& data);
 cachecore::Result<MovementReply> DecodeMovementReply(const Fields& data);
+cachecore::Result<HistoryReply> DecodeHistoryReply(const Fields& data);
 cachecore::Result<StartupReply> DecodeStartupReply(const Fields& data);
 
 // "off" or "HH:MM-HH:MM", as stats and the wire show a placement window.

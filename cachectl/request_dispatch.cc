@@ -36,6 +36,7 @@ Status Run(const Request& request, ControlTarget& target, const LineSink& send) 
           [&](const UnpinRequest& r) { return SendReply(target.Unpin(r.range), send); },
           [&](const PinsRequest&) { return SendReply(target.Pins(), send); },
           [&](const MovementRequest&) { return SendReply(target.Movement(), send); },
+          [&](const HistoryRequest&) { return SendReply(target.History(), send); },
       },
       request);
 }

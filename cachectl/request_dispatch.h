@@ -35,6 +35,8 @@ class ControlTarget {
   virtual cachecore::Result<PinTotals> Unpin(const ByteRange& range) = 0;
   virtual cachecore::Result<PinsReply> Pins() = 0;
   virtual cachecore::Result<MovementReply> Movement() = 0;
+  // The last day, a minute a row (stats --history).
+  virtual cachecore::Result<HistoryReply> History() = 0;
 };
 
 // Sends each answer line ('\n' included) as it is ready.

@@ -13,6 +13,7 @@
 #include "commands.h"
 #include "control.h"
 #include "export_commands.h"
+#include "history_commands.h"
 #include "placement_commands.h"
 #include "prometheus.h"
 #include "stats_view.h"
@@ -146,7 +147,8 @@ int RunStats(const std::vector<std::string>& args) {
   CommonOptions common;
   po::options_description desc = common.Describe(
       "cachectl stats NAME [--json | --csv | --prometheus] [--watch SECONDS [--cumulative]] [--reset]\n"
-      "cachectl stats NAME --movement [--json]\n\n"
+      "cachectl stats NAME --movement [--json]\n"
+      "cachectl stats NAME --history [--json] [--plot FILE.png]\n\n"
       "Without --json or --csv: the cache, its usage, requests, errors and settings,\n"
       "with units and percentages. --watch: the rates of each interval (--cumulative:\n"
       "the whole view again each interval; with --json or --csv: the raw counters).\n"
@@ -160,7 +162,9 @@ int RunStats(const std::vector<std::string>& args) {
       ("watch", po::value(&watch), "print again every SECONDS until interrupted")
       ("cumulative", "with --watch: the counters since start, not the interval's rates")
       ("reset", "zero the counters after printing them")
-      ("movement", "data movement by hour over the last day (with --json: one object)");
+      ("movement", "data movement by hour over the last day (with --json: one object)")
+      ("history", "the last day a minute a row: hits, misses, dirty data, cleaning (with --json: one object)")
+      ("plot", po::value<std::string>(), "with --history: also draw it to this PNG file (gnuplot)");
   po::variables_map vm;
   if (int rc = common.Parse(desc, args, vm, "stats", "name"); rc >= 0) return rc;
   if (vm.count("json") + vm.count("csv") + vm.count("prometheus") > 1) {
@@ -172,6 +176,11 @@ int RunStats(const std::vector<std::string>& args) {
   if (vm.count("movement") && (vm.count("csv") || vm.count("watch") || vm.count("reset"))) {
     return Fail(kExitUsage, "stats: --movement goes with --json only");
   }
+  if (vm.count("history") && (vm.count("csv") || vm.count("watch") || vm.count("reset") || vm.count("movement") ||
+                              vm.count("prometheus"))) {
+    return Fail(kExitUsage, "stats: --history goes with --json and --plot only");
+  }
+  if (vm.count("plot") && !vm.count("history")) return Fail(kExitUsage, "stats: --plot goes with --history");
   if (vm.count("watch") && !(watch > 0)) return Fail(kExitUsage, "stats: --watch needs a positive number of seconds");
   if (vm.count("cumulative") && !vm.count("watch")) return Fail(kExitUsage, "stats: --cumulative goes with --watch");
   Dirs dirs = common.dirs();
@@ -185,6 +194,9 @@ int RunStats(const std::vector<std::string>& args) {
     }
   }
   if (vm.count("movement")) return PrintMovement(dirs, name, vm.count("json") > 0);
+  if (vm.count("history")) {
+    return PrintHistory(dirs, name, vm.count("json") > 0, vm.count("plot") ? vm["plot"].as<std::string>() : "");
+  }
   const bool human = !vm.count("json") && !vm.count("csv") && !vm.count("prometheus");
   if (human && vm.count("watch") && !vm.count("cumulative")) return WatchRates(dirs, name, vm.count("reset"), watch);
   for (bool first = true;; first = false) {

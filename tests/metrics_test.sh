@@ -5,6 +5,8 @@
 # that sends nothing holds the endpoint no longer than 5 s; the address
 # survives a restart; an address other hosts reach is refused without
 # --insecure, nothing changed; docs/usage.md lists every metric name.
+# And the history a minute a row (a second here): its minutes add up to
+# the counters, as a table, JSON and a PNG.
 # Usage: metrics_test.sh PATH/TO/cachectl PATH/TO/docs/usage.md
 set -u
 C=$1 DOC=$2
@@ -12,7 +14,7 @@ for tool in curl qemu-io; do
   command -v $tool >/dev/null || { echo "FAIL: $tool is not installed (run scripts/setup.sh)"; exit 1; }
 done
 W=$(mktemp -d)
-export CACHECTL_RUN_DIR=$W/run CACHECTL_STATE_DIR=$W/state
+export CACHECTL_RUN_DIR=$W/run CACHECTL_STATE_DIR=$W/state CACHECTL_HISTORY_SECONDS=1
 idle_pid=
 cleanup() {
   [ -n "$idle_pid" ] && kill "$idle_pid" 2>/dev/null
@@ -57,6 +59,21 @@ grep -qi '^Content-Type: text/plain; version=0.0.4' "$W/headers" || fail "conten
 [ "$(curl -s -o /dev/null -w '%{http_code}' -X POST "$url")" = 405 ] || fail "POST is not 405"
 "$C" stats vol --prometheus >"$W/prom" || fail "stats --prometheus"
 diff <(grep '^# TYPE' "$W/prom") <(grep '^# TYPE' "$W/metrics") >/dev/null || fail "stats --prometheus and /metrics differ in families"
+
+echo "== the history: its minutes add up to the counters"
+sleep 2.5  # two samples past the workload
+"$C" stats vol --history --json >"$W/history" || fail "stats --history --json"
+"$C" stats vol --json >"$W/json"
+sum() { grep -o "\"$1\": [0-9]*" "$W/history" | awk '{s += $2} END {print s + 0}'; }
+[ "$(sum read_hits)" = "$(field read_hits)" ] || fail "history read hits $(sum read_hits), stats $(field read_hits)"
+[ "$(sum write_misses)" = "$(field write_misses)" ] || fail "history write misses $(sum write_misses)"
+grep -q '"dirty_bytes": 1048576' "$W/history" || fail "no minute ends with 1 MiB dirty: $(cat "$W/history")"
+expect 0 "" -- stats vol --history
+grep -q '^MINUTE  *READS  *READ HIT' "$W/out" || fail "history table: $(cat "$W/out")"
+expect 0 "" -- stats vol --history --plot "$W/history.png"
+[ "$(head -c 4 "$W/history.png" | tail -c 3)" = PNG ] || fail "--plot wrote no PNG"
+expect 2 "goes with --history" -- stats vol --plot "$W/x.png"
+expect 2 "goes with --json and --plot only" -- stats vol --history --csv
 
 echo "== a client that sends nothing is let go"
 python3 -c "

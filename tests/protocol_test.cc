@@ -47,6 +47,7 @@ TEST(ProtocolTest, EveryVerbRoundTrips) {
   EXPECT_EQ(RoundTrip(UnpinRequest{{0, 65536}}), "cachectl/2 unpin 0 65536\n");
   EXPECT_EQ(RoundTrip(PinsRequest{}), "cachectl/2 pins\n");
   EXPECT_EQ(RoundTrip(MovementRequest{}), "cachectl/2 movement\n");
+  EXPECT_EQ(RoundTrip(HistoryRequest{}), "cachectl/2 history\n");
 }
 
 TEST(ProtocolTest, SetCarriesOnlyTheFieldsGivenInBytes) {
@@ -126,6 +127,7 @@ TEST(ProtocolTest, OnlyReadsArePermittedToEveryone) {
   EXPECT_FALSE(ChangesCache(StatsRequest{}));
   EXPECT_FALSE(ChangesCache(PinsRequest{}));
   EXPECT_FALSE(ChangesCache(MovementRequest{}));
+  EXPECT_FALSE(ChangesCache(HistoryRequest{}));
   for (const Request& r : std::vector<Request>{StatsRequest{true}, FlushRequest{}, DetachRequest{}, StopRequest{},
                                                SetRequest{}, PinRequest{}, UnpinRequest{}}) {
     EXPECT_TRUE(ChangesCache(r)) << EncodeRequest(r);
@@ -203,6 +205,14 @@ TEST(ProtocolTest, RepliesRoundTrip) {
   ASSERT_TRUE(mb.ok()) << mb.status().message();
   EXPECT_EQ(EncodeReply(mb.value()), EncodeReply(movement));
 
+  HistoryReply history{65536, {{1700000040, 1, 2, 3, 4, 5, 6, 7}, {1700000100, 0, 0, 0, 0, 5, 0, 0}}};
+  Fields h = {{"line_size", "65536"}, {"minute", "1700000040,1,2,3,4,5,6,7"}, {"minute", "1700000100,0,0,0,0,5,0,0"}};
+  Result<HistoryReply> hb = DecodeHistoryReply(h);
+  ASSERT_TRUE(hb.ok()) << hb.status().message();
+  EXPECT_EQ(EncodeReply(hb.value()), EncodeReply(history));
+  EXPECT_FALSE(DecodeHistoryReply({{"line_size", "1"}, {"minute", "1,2,3"}}).ok());
+  EXPECT_FALSE(DecodeHistoryReply({{"minute", "60,1,2,3,4,5,6,7"}}).ok());  // no line size
+
   Result<StartupReply> startup = DecodeStartupReply({{"notice", "superblock rewritten"}});
   ASSERT_TRUE(startup.ok());
   EXPECT_EQ(EncodeReply(startup.value()), "data notice=superblock rewritten\n");
@@ -259,6 +269,7 @@ class FakeTarget : public ControlTarget {
   Result<PinTotals> Unpin(const ByteRange&) override { return Status::NotFound("nothing pinned there"); }
   Result<PinsReply> Pins() override { return PinsReply{}; }
   Result<MovementReply> Movement() override { return MovementReply{}; }
+  Result<HistoryReply> History() override { return HistoryReply{}; }
 
  private:
   Status Record(const std::string& call) {

@@ -52,6 +52,7 @@ class FakeCache : public ControlTarget {
     m.hottest.push_back({1, 2, 3, 4});
     return m;
   }
+  Result<HistoryReply> History() override { return HistoryReply{4096, {{-60, 1, 2, 3, 4, 5, 6, 7}}}; }
 
  private:
   Status Change() {
@@ -70,6 +71,7 @@ bool ReplyDecodes(const Request& request, const Fields& data) {
         else if constexpr (std::is_same_v<T, PinRequest> || std::is_same_v<T, UnpinRequest>) return DecodePinTotals(data).ok();
         else if constexpr (std::is_same_v<T, PinsRequest>) return DecodePinsReply(data).ok();
         else if constexpr (std::is_same_v<T, MovementRequest>) return DecodeMovementReply(data).ok();
+        else if constexpr (std::is_same_v<T, HistoryRequest>) return DecodeHistoryReply(data).ok();
         else return data.empty();
       },
       request);

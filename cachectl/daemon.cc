@@ -123,7 +123,7 @@ Status StartMetrics(Daemon& d) {
   CACHECORE_RETURN_IF_ERROR(CheckMetricsListen(d.spec));
   auto server = MetricsServer::Start(d.spec.metrics_listen, [&d] {
     Fields f{{"name", d.spec.name}};
-    Result<StatsReply> stats = DaemonControl(d).Stats(false);
+    Result<StatsReply> stats = DaemonControl(d).StatsSinceStart();
     if (stats.ok()) f.insert(f.end(), stats->fields.begin(), stats->fields.end());
     else f.push_back({"state", "stopped"});
     return PrometheusText({f});
@@ -156,8 +156,13 @@ Status Open(Daemon& d) {
   auto engine = d.spec.create ? Engine::Create(devices, d.spec.engine, d.spec.replace)
                               : Engine::Open(devices, d.spec.engine);
   if (!engine.ok()) return engine.status();
-  d.engine = std::move(engine.value());
-  d.backend = std::make_unique<shim::EngineBackend>(d.engine.get());
+  {
+    // /metrics may be scraped already: it sees the engine with its backend, or neither.
+    auto backend = std::make_unique<shim::EngineBackend>(engine.value().get());
+    std::unique_lock engine_lock(d.engine_mu);
+    d.engine = std::move(engine.value());
+    d.backend = std::move(backend);
+  }
   shim::NbdServerOptions o;
   o.export_name = d.spec.name;
   o.unix_path = d.spec.dirs.NbdSocket(d.spec.name);
@@ -302,7 +307,7 @@ void ErrorWatch(Daemon& d) {
       std::unique_lock lock(d.mu);
       if (d.cv.wait_for(lock, every, [&] { return d.stop_requested; })) return;
     }
-    Result<StatsReply> stats = DaemonControl(d).Stats(false);
+    Result<StatsReply> stats = DaemonControl(d).StatsSinceStart();
     if (!stats.ok()) continue;
     for (const auto& [key, value] : stats->fields) {
       if (key.rfind("errors.", 0) != 0) continue;
@@ -323,7 +328,7 @@ void HistorySampler(Daemon& d) {
   const char* env = std::getenv("CACHECTL_HISTORY_SECONDS");
   const auto every = std::chrono::seconds(env ? std::max(1, std::atoi(env)) : 60);
   for (;;) {
-    Result<StatsReply> stats = DaemonControl(d).Stats(false);
+    Result<StatsReply> stats = DaemonControl(d).StatsSinceStart();
     if (stats.ok()) {
       FieldView f(stats->fields);
       HistoryMinute now;
@@ -377,6 +382,17 @@ void SignalLoop(Daemon& d) {
   Daemon d;
   d.spec = spec;
   Status s = ClaimRunDir(spec.dirs, spec.name, spec.socket_group);
+  // Before any device is touched: an attach whose --listen cannot be
+  // served changes nothing. At a start the cache serves all the same (its
+  // volume matters more than its metrics), and the starter hears why.
+  if (s.ok() && !spec.metrics_listen.empty()) {
+    Status metrics = StartMetrics(d);
+    if (!metrics.ok() && spec.create) s = metrics;
+    if (!metrics.ok() && !spec.create) {
+      Log("warning", "/metrics is not served: " + metrics.message());
+      d.notices.push_back("/metrics is not served: " + metrics.message());
+    }
+  }
   if (s.ok()) s = Open(d);
   if (s.ok()) {
     // The group may read stats; changes still need root (CallerMayChange).
@@ -385,9 +401,9 @@ void SignalLoop(Daemon& d) {
     s = fd.status();
     if (fd.ok()) d.control_fd = fd.value();
   }
-  if (s.ok() && !spec.metrics_listen.empty()) s = StartMetrics(d);
   if (!s.ok()) {
     Log("error", s.ToString());
+    if (d.control_fd >= 0) unlink(spec.dirs.ControlSocket(spec.name).c_str());
     (void)StopKernelFrontEnd(d);
     if (d.metrics) d.metrics->Stop();
     if (d.nbd) d.nbd->Stop();

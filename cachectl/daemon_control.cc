@@ -1,6 +1,8 @@
 #include "daemon_control.h"
 
 #include <cstdio>
+#include <cstdlib>
+#include <set>
 #include <memory>
 
 namespace cachectl {
@@ -27,11 +29,12 @@ StatsReply StatsOf(Daemon& d) {
   kv("state", s.metadata_failed ? "metadata_failed" : s.failed ? "failed" : "running");
   kv("mode", CacheModeName(e.mode()));
   kv("metadata_failed", s.metadata_failed ? "true" : "false");
-  kv("frontend", d.frontend_note);
-  kv("kernel_device", d.kernel ? d.kernel->device() : "");
-  kv("dm_device", d.dm_created       ? "/dev/mapper/" + d.spec.name
-                  : d.online_swapped ? "/dev/mapper/" + d.spec.online_volume
-                                     : "");
+  {
+    std::lock_guard lock(d.shown_mu);
+    kv("frontend", d.shown_frontend);
+    kv("kernel_device", d.shown_kernel_device);
+    kv("dm_device", d.shown_dm_device);
+  }
   num("line_size", e.line_size());
   num("origin_bytes", e.identity().origin_size);
   num("cache_device_bytes", d.cache->size_bytes());
@@ -132,12 +135,45 @@ auto DaemonControl::WithEngine(Fn fn) -> decltype(fn(std::declval<Engine&>())) {
   return fn(*d_.engine);
 }
 
+namespace {
+// The fields a `stats --reset` zeroes (LiveStats::ResetCounters and the
+// backend's counters).
+bool IsResetCounter(const std::string& key) {
+  static const std::set<std::string> kCounters = {
+      "read_hits",      "read_misses",       "write_hits",     "write_misses",   "read_requests",
+      "write_requests", "read_bytes",        "write_bytes",    "promotions",     "evictions",
+      "bypassed",       "bypassed_no_space", "cleaner_writes", "cleaned_bytes",  "throttled_writes",
+      "requests.fua_writes", "requests.flushes"};
+  return kCounters.count(key) > 0 || key.rfind("errors.", 0) == 0;
+}
+}  // namespace
+
+// A reset adds what it zeroes to reset_base, under counters_mu from the
+// report to the reset, so that StatsSinceStart never sees the counters
+// between the two.
 Result<StatsReply> DaemonControl::Stats(bool reset) {
   return WithEngine([&](Engine& e) -> Result<StatsReply> {
+    std::unique_lock lock(d_.counters_mu, std::defer_lock);
+    if (reset) lock.lock();
     StatsReply r = StatsOf(d_);
     if (reset) {
+      for (const auto& [key, value] : r.fields) {
+        if (IsResetCounter(key)) d_.reset_base[key] += std::strtoull(value.c_str(), nullptr, 10);
+      }
       e.ResetStats();
       d_.backend->ResetCounters();
+    }
+    return r;
+  });
+}
+
+Result<StatsReply> DaemonControl::StatsSinceStart() {
+  return WithEngine([&](Engine&) -> Result<StatsReply> {
+    std::lock_guard lock(d_.counters_mu);
+    StatsReply r = StatsOf(d_);
+    for (auto& [key, value] : r.fields) {
+      auto base = d_.reset_base.find(key);
+      if (base != d_.reset_base.end()) value = std::to_string(std::strtoull(value.c_str(), nullptr, 10) + base->second);
     }
     return r;
   });

@@ -17,6 +17,10 @@ class DaemonControl : public ControlTarget {
   explicit DaemonControl(Daemon& d) : d_(d) {}
 
   cachecore::Result<StatsReply> Stats(bool reset) override;
+  // The report with every counter a `stats --reset` zeroes counted from
+  // the daemon's start (for the history, the error watch and /metrics,
+  // which must not go back). Ratios stay as Stats has them.
+  cachecore::Result<StatsReply> StatsSinceStart();
   cachecore::Status Flush(const ProgressSink& progress) override;
   cachecore::Status Detach(bool wipe, const ProgressSink& progress) override;
   cachecore::Status Stop() override;

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <shared_mutex>
@@ -46,6 +47,15 @@ struct Daemon {
   bool dm_created = false;                  // /dev/mapper/NAME over it
   bool online_swapped = false;              // the online volume points at /dev/nbdN
   std::string frontend_note;                // what the daemon chose, for stats
+  // What stats shows of the front end, copied by PublishFrontEnd whenever
+  // it changes: stats reads these from any thread (a control request, a
+  // scrape, the history) while a stop takes the kernel device away.
+  std::mutex shown_mu;
+  std::string shown_kernel_device, shown_dm_device, shown_frontend;  // under shown_mu
+  // Counters a `stats --reset` zeroed, added up: the history, the error
+  // watch and /metrics count from the daemon's start.
+  std::mutex counters_mu;
+  std::map<std::string, uint64_t> reset_base;  // under counters_mu
   std::vector<std::string> notices;         // for the user of 'start' (a repair made on the way)
   std::string not_taken_back;               // why a kernel device a dead daemon left was not taken back
   bool refused_over_dead_device = false;    // so 'auto' does not fall back to the socket alone
@@ -68,6 +78,10 @@ struct Daemon {
   bool stopped = false;
   Status stop_status;
 };
+
+// Copies the front end's state for stats (shown_*): by the thread that
+// changed it, after each change.
+void PublishFrontEnd(Daemon& d);
 
 // Stops serving (the kernel device first: refused while it is mounted, and
 // the cache then keeps serving) and waits until the daemon has shut the

@@ -205,8 +205,21 @@ Status PutDmDeviceOver(Daemon& d, const Connected& c) {
 
 }  // namespace
 
+void PublishFrontEnd(Daemon& d) {
+  std::string kernel = d.kernel ? d.kernel->device() : "";
+  std::string dm = d.dm_created       ? "/dev/mapper/" + d.spec.name
+                   : d.online_swapped ? "/dev/mapper/" + d.spec.online_volume
+                                      : "";
+  std::lock_guard lock(d.shown_mu);
+  d.shown_kernel_device = std::move(kernel);
+  d.shown_dm_device = std::move(dm);
+  d.shown_frontend = d.frontend_note;
+}
+
+namespace {
+
 // The kernel front end: a kernel device, /dev/mapper/NAME over it.
-Status StartKernelFrontEnd(Daemon& d) {
+Status StartFrontEnd(Daemon& d) {
   const std::string& want = d.spec.frontend;
   if (!d.spec.online_volume.empty()) return SwapInOnline(d);
   if (want == "socket") {
@@ -231,6 +244,14 @@ Status StartKernelFrontEnd(Daemon& d) {
   return Status::Ok();
 }
 
+}  // namespace
+
+Status StartKernelFrontEnd(Daemon& d) {
+  Status s = StartFrontEnd(d);
+  PublishFrontEnd(d);
+  return s;
+}
+
 // Undoes StartKernelFrontEnd; kBusy (and nothing changed) while the
 // device is in use.
 Status StopKernelFrontEnd(Daemon& d) {
@@ -242,15 +263,19 @@ Status StopKernelFrontEnd(Daemon& d) {
     CACHECORE_RETURN_IF_ERROR(shim::SwapTable(d.spec.online_volume, original.value(),
                                               [&] { return d.engine->Flush(); }));
     d.online_swapped = false;
+    PublishFrontEnd(d);
     Log("info", "online: /dev/mapper/" + d.spec.online_volume + " has its own table again");
   }
   if (d.dm_created) {
     CACHECORE_RETURN_IF_ERROR(shim::RemoveDevice(d.spec.name));
     d.dm_created = false;
+    PublishFrontEnd(d);
   }
   if (d.kernel) {
     CACHECORE_RETURN_IF_ERROR(d.kernel->Disconnect());
-    d.kernel.reset();
+    std::unique_ptr<shim::KernelDevice> gone = std::move(d.kernel);
+    PublishFrontEnd(d);  // before the device goes: stats reads the copy
+    gone.reset();
     unlink(UblkIdFile(d).c_str());
     unlink(NbdDeviceFile(d).c_str());
   }

@@ -77,7 +77,12 @@ void MetricsServer::Loop() {
     if (fds[1].revents) return;
     if (!(fds[0].revents & POLLIN)) continue;
     int client = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-    if (client < 0) continue;
+    if (client < 0) {
+      // Out of descriptors: the connection stays queued and poll says so
+      // at once; wait a little rather than spin.
+      if (errno == EMFILE || errno == ENFILE) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      continue;
+    }
     Serve(client);
     close(client);
   }

@@ -6,7 +6,8 @@
 # survives a restart; an address other hosts reach is refused without
 # --insecure, nothing changed; docs/usage.md lists every metric name.
 # And the history a minute a row (a second here): its minutes add up to
-# the counters, as a table, JSON and a PNG.
+# the counters, as a table, JSON and a PNG; a stats --reset changes
+# neither the history nor /metrics's counters.
 # Usage: metrics_test.sh PATH/TO/cachectl PATH/TO/docs/usage.md
 set -u
 C=$1 DOC=$2
@@ -72,6 +73,18 @@ expect 0 "" -- stats vol --history
 grep -q '^MINUTE  *READS  *READ HIT' "$W/out" || fail "history table: $(cat "$W/out")"
 expect 0 "" -- stats vol --history --plot "$W/history.png"
 [ "$(head -c 4 "$W/history.png" | tail -c 3)" = PNG ] || fail "--plot wrote no PNG"
+# A stats --reset zeroes what stats shows, not the history nor /metrics's counters.
+hits_before=$(field read_hits) requests_before=$(value cachectl_read_requests_total)
+"$C" stats vol --reset >/dev/null || fail "stats --reset"
+io vol -c 'read -P 0x5a 0 1M'
+sleep 2.5
+"$C" stats vol --history --json >"$W/history"
+"$C" stats vol --json >"$W/json"
+[ "$(sum read_hits)" = $((hits_before + $(field read_hits))) ] ||
+  fail "history read hits $(sum read_hits) after a reset; $hits_before before it, $(field read_hits) since"
+curl -sf "$url" >"$W/metrics"
+[ "$(value cachectl_read_requests_total)" = $((requests_before + 1)) ] ||
+  fail "/metrics read requests went from $requests_before to $(value cachectl_read_requests_total) over a reset"
 expect 2 "goes with --history" -- stats vol --plot "$W/x.png"
 expect 2 "goes with --json and --plot only" -- stats vol --history --csv
 
@@ -86,9 +99,32 @@ curl -sf --max-time 20 "$url" >/dev/null || fail "a scrape behind an idle client
 [ $(( $(date +%s) - start )) -le 10 ] || fail "a scrape waited more than 10 s behind an idle client"
 kill "$idle_pid" 2>/dev/null; idle_pid=
 
+echo "== a port taken: attach refuses before any device changes, start serves without /metrics"
+python3 -c "
+import socket, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', $port + 1)); s.listen(); time.sleep(60)" &
+idle_pid=$!
+sleep 0.5
+truncate -s 32M "$W/ssd2.img" "$W/origin2.img"
+expect 2 "--listen 127.0.0.1:$((port + 1))" -- attach --origin "$W/origin2.img" --cache "$W/ssd2.img" --name other \
+  --frontend socket --listen "127.0.0.1:$((port + 1))"
+[ ! -e "$W/state/other" ] || fail "a refused attach left state"
+cmp -s "$W/ssd2.img" <(head -c 32M /dev/zero) || fail "a refused attach wrote to the cache device"
+kill "$idle_pid" 2>/dev/null; wait "$idle_pid" 2>/dev/null; idle_pid=
+
 echo "== the endpoint comes back with the cache"
 expect 0 "" -- stop vol
 curl -s --max-time 5 "$url" >/dev/null && fail "/metrics answered after stop"
+python3 -c "
+import socket, time
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', $port)); s.listen(); time.sleep(60)" &
+idle_pid=$!
+sleep 0.5
+"$C" start vol >"$W/out" 2>"$W/err" || fail "start with the metrics port taken: $(cat "$W/err")"
+grep -q "/metrics is not served" "$W/err" || fail "start did not say /metrics is not served: $(cat "$W/err")"
+io vol -c 'read -P 0x5a 0 64k'
+kill "$idle_pid" 2>/dev/null; wait "$idle_pid" 2>/dev/null; idle_pid=
+expect 0 "" -- stop vol
 expect 0 "" -- start vol
 curl -sf "$url" | grep -q '^cachectl_up{cache="vol",mode="writeback"} 1$' || fail "/metrics after start"
 

@@ -7,6 +7,10 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#if defined(__aarch64__)
+#include <asm/hwcap.h>
+#include <sys/auxv.h>
+#endif
 
 #include <cctype>
 #include <cerrno>
@@ -25,6 +29,23 @@ using cachecore::Result;
 using cachecore::Status;
 
 namespace {
+
+// The session's priorities: GnuTLS's NORMAL, and where the CPU has AES
+// instructions, ChaCha20 last and the server's order deciding. A PSK of
+// SHA-256 (psktool's) rules out AES-256-GCM-SHA384 under TLS 1.3, and
+// clients list ChaCha20 next, which without this is what they get: several
+// times the CPU of AES-128-GCM with AES-NI, for every byte.
+std::string Priorities(const char* extra) {
+  bool aes = false;
+#if defined(__x86_64__) || defined(__i386__)
+  aes = __builtin_cpu_supports("aes");
+#elif defined(__aarch64__)
+  aes = (getauxval(AT_HWCAP) & HWCAP_AES) != 0;
+#endif
+  std::string p = "NORMAL";
+  if (aes) p += ":-CHACHA20-POLY1305:+CHACHA20-POLY1305:%SERVER_PRECEDENCE";
+  return p + extra;
+}
 
 // What a session needs of its server's credentials.
 class TlsCredentials : public NbdTls {
@@ -82,7 +103,8 @@ class PskCredentials : public TlsCredentials {
 
   int Apply(gnutls_session_t s) const override {
     gnutls_session_set_ptr(s, const_cast<PskCredentials*>(this));
-    int rc = gnutls_priority_set_direct(s, "NORMAL:+ECDHE-PSK:+DHE-PSK:+PSK", nullptr);
+    static const std::string kPriorities = Priorities(":+ECDHE-PSK:+DHE-PSK:+PSK");
+    int rc = gnutls_priority_set_direct(s, kPriorities.c_str(), nullptr);
     return rc < 0 ? rc : gnutls_credentials_set(s, GNUTLS_CRD_PSK, cred_);
   }
 
@@ -148,7 +170,8 @@ class X509Credentials : public TlsCredentials {
   // Clients must present a certificate the CA signed: the handshake fails
   // otherwise (a certificate is what identifies a client here).
   int Apply(gnutls_session_t s) const override {
-    int rc = gnutls_priority_set_direct(s, "NORMAL", nullptr);
+    static const std::string kPriorities = Priorities("");
+    int rc = gnutls_priority_set_direct(s, kPriorities.c_str(), nullptr);
     if (rc < 0) return rc;
     rc = gnutls_credentials_set(s, GNUTLS_CRD_CERTIFICATE, cred_);
     if (rc < 0) return rc;

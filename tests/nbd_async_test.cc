@@ -4,6 +4,7 @@
 // its client gone, however the connection goes down.
 #include <gtest/gtest.h>
 
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "../dm-target-shim/src/nbd_async.h"
+#include "../dm-target-shim/src/nbd_connection.h"
 #include "../dm-target-shim/src/nbd_protocol.h"
 #include "shim/nbd_server.h"
 #include "shim/socket_io.h"
@@ -121,6 +123,28 @@ TEST(NbdAsyncSessionTest, RepliesInCompletionOrder) {
   EXPECT_EQ(GetBe64(reply + 8), 1u);
   SendRequest(p.client, kCmdDisc, 3, 0, 0);
   session.join();
+}
+
+// Once a connection has ended (here after NBD_CMD_DISC), its client sees
+// the end at once, while the server still holds the connection (until it
+// reaps it, up to a second later). Clients that wait for the server's close
+// after a disconnect, as nbdcopy does, waited that long for each connection.
+TEST(NbdConnectionTest, TheClientSeesTheEndBeforeTheConnectionIsReaped) {
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+  ParkingBackend backend;
+  BufferBudget budget(256ull << 20);
+  NbdServerOptions options;
+  auto connection = std::make_unique<NbdConnection>(fds[0], &backend, &options, &budget, /*handshake=*/false);
+  std::thread serving([&] { connection->Serve(); });
+  SendRequest(fds[1], kCmdDisc, 1, 0, 0);
+  serving.join();  // Serve has returned; the connection object lives on
+  pollfd p{fds[1], POLLIN, 0};
+  ASSERT_EQ(poll(&p, 1, 5000), 1) << "no end of stream while the connection is held";
+  char byte;
+  EXPECT_EQ(recv(fds[1], &byte, 1, 0), 0);
+  connection.reset();  // closes the server's end
+  close(fds[1]);
 }
 
 // Runs on the session's reactor after everything it was given before, and

@@ -77,6 +77,14 @@ class HandshakeDeadline {
 }  // namespace
 
 void NbdConnection::Serve() {
+  // The client sees the end as soon as the connection has ended, not when
+  // the server next reaps it (up to a second later: clients that wait for
+  // the server's close after NBD_CMD_DISC, as nbdcopy does, waited that
+  // long). The fd itself is closed with the connection.
+  struct ShutAtEnd {
+    int fd;
+    ~ShutAtEnd() { shutdown(fd, SHUT_RDWR); }
+  } shut_at_end{fd_};
   if (handshake_) {
     // A client that does not finish its handshake must not hold its place
     // (a timeout of 0: no deadline).

@@ -51,13 +51,17 @@ if (meta["lines"] != 20000 or meta["dirty_lines"] < 19900 or meta["churn_evictio
     fail(f"metadata section: {meta}")
 if not r["policy"] or not 0 < r["policy"][0]["cachectl"] < 1:
     fail(f"policy section: {r['policy']}")
+tls = r["tls"]
+if tls["bytes"] != 16 << 20 or not all(tls[k] > 0 for k in ("cachectl_tls_mb_s", "cachectl_unix_mb_s",
+                                                             "nbdkit_tls_mb_s", "nbdkit_tcp_mb_s")):
+    fail(f"tls section: {tls}")
 for plot in ("latency-4k-randread.png", "latency-sql-8k-70r30w.png", "pressure.png"):
     if open(f"{w}/plots/{plot}", "rb").read(8) != b"\x89PNG\r\n\x1a\n":
         fail(f"{plot} is not a PNG")
 report = open(f"{w}/report.md").read()
 for heading in ("### Seed profiles", "### IOMeter", "### Latency against load", "### Flush",
                 "### Write-back under pressure",
-                "### The hit path", "### Metadata", "### Scale", "### Policy"):
+                "### The hit path", "### Metadata", "### Scale", "### Policy", "### NBD over TLS"):
     if heading not in report:
         fail(f"the report has no '{heading}'")
 print("bench smoke: every section ran; results, plots and report complete")

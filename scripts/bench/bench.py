@@ -47,8 +47,9 @@ import time
 from bench_lib import MiB, Proc, cachectl, calibrate_fio, fio, fio_direct, uri, warm
 import bench_pressure
 import bench_report
+import bench_tls
 
-SECTIONS = ("randread", "profiles", "iometer", "latency", "flush", "pressure", "hit", "metadata", "policy")
+SECTIONS = ("randread", "profiles", "iometer", "latency", "flush", "pressure", "hit", "metadata", "policy", "tls")
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRACES = os.path.join(HERE, "..", "..", "..", "shared", "traces")
 
@@ -255,6 +256,9 @@ class Bench:
 
     def pressure(self):
         bench_pressure.pressure(self, log, log_point)
+
+    def tls(self):
+        bench_tls.tls(self, log)
 
     def hit(self):
         log("== the hit path, against the limit")

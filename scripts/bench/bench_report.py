@@ -3,6 +3,7 @@ import os
 import re
 
 import bench_pressure
+import bench_tls
 
 QNAP = {"4k-randread": "27.8x", "4k-randwrite": "93x", "64k-seqread": "2.2x", "64k-seqwrite": "3.4x"}
 CONFIGS = ("uncached", "cachectl", "nbdkit-cache")
@@ -379,7 +380,7 @@ def report(results, plots):
                   "(see \"CPU per I/O and threads\" above).", ""]
     lines += randread_table(pts) + profile_table(pts) + iometer_table(pts) + latency_plots(pts, plots)
     lines += flush_lines(results) + bench_pressure.report_lines(results, plots) + hit_table(pts)
-    lines += metadata_lines(results) + policy_table(results)
+    lines += metadata_lines(results) + policy_table(results) + bench_tls.report_lines(results)
     return "\n".join(lines)
 
 

@@ -42,7 +42,7 @@ expect 0 "" -- flush vol
 touch "$W/fail"
 qemu-io -f raw "$(nbd vol)" -c 'read 32M 64k' >/dev/null 2>&1
 rm -f "$W/fail"
-for _ in $(seq 50); do grep -q '^<3>origin.read: ' "$W/journal" && break; sleep 0.1; done
+for _ in $(seq 200); do grep -q '^<3>origin.read: ' "$W/journal" && break; sleep 0.1; done
 for line in '^<6>attached: nbd+unix:///?socket=.* cached on .*ssd.img; serving vol (writeback)' \
             '^<6>mode -> writethrough$' '^<6>mode switch: flush: 0 %, 64 dirty lines left$' \
             '^<6>mode switch: flush: 100 %, 0 dirty lines left$' '^<6>mode -> writethrough: done$' \

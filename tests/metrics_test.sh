@@ -42,6 +42,16 @@ expect 0 "" -- set vol --seq-cutoff 0
 io vol -c 'write -P 0x5a 0 1M' -c 'read -P 0x5a 0 1M' -c 'read 8M 64k'
 curl -sf "$url" >"$W/metrics" || fail "curl $url"
 "$C" stats vol --json >"$W/json"
+# Runs a python snippet in the background that writes $W/ready once it holds
+# its socket; waits for that (a loaded machine may take a while to start it).
+hold() {
+  rm -f "$W/ready"
+  python3 -c "$1
+open('$W/ready', 'w').close(); time.sleep(60)" &
+  idle_pid=$!
+  for _ in $(seq 200); do [ -e "$W/ready" ] && return; sleep 0.05; done
+  fail "the socket holder did not start"
+}
 value() { grep -F "$1{cache=\"vol\",mode=\"writeback\"${2:-}} " "$W/metrics" | awk "{print \$2}"; }
 field() { grep -o "\"$1\": [0-9.]*" "$W/json" | awk '{print $2}'; }
 [ "$(value cachectl_up)" = 1 ] || fail "cachectl_up: $(cat "$W/metrics" | head -5)"
@@ -62,10 +72,18 @@ grep -qi '^Content-Type: text/plain; version=0.0.4' "$W/headers" || fail "conten
 diff <(grep '^# TYPE' "$W/prom") <(grep '^# TYPE' "$W/metrics") >/dev/null || fail "stats --prometheus and /metrics differ in families"
 
 echo "== the history: its minutes add up to the counters"
-sleep 2.5  # two samples past the workload
-"$C" stats vol --history --json >"$W/history" || fail "stats --history --json"
-"$C" stats vol --json >"$W/json"
 sum() { grep -o "\"$1\": [0-9]*" "$W/history" | awk '{s += $2} END {print s + 0}'; }
+# Until the sampler has taken a minute past the workload (a second here; a
+# loaded machine may run it late), at most 20 s.
+settle_history() {  # settle_history EXPECTED_READ_HITS
+  for _ in $(seq 40); do
+    "$C" stats vol --history --json >"$W/history" || fail "stats --history --json"
+    [ "$(sum read_hits)" = "$1" ] && return
+    sleep 0.5
+  done
+}
+"$C" stats vol --json >"$W/json"
+settle_history "$(field read_hits)"
 [ "$(sum read_hits)" = "$(field read_hits)" ] || fail "history read hits $(sum read_hits), stats $(field read_hits)"
 [ "$(sum write_misses)" = "$(field write_misses)" ] || fail "history write misses $(sum write_misses)"
 grep -q '"dirty_bytes": 1048576' "$W/history" || fail "no minute ends with 1 MiB dirty: $(cat "$W/history")"
@@ -77,9 +95,8 @@ expect 0 "" -- stats vol --history --plot "$W/history.png"
 hits_before=$(field read_hits) requests_before=$(value cachectl_read_requests_total)
 "$C" stats vol --reset >/dev/null || fail "stats --reset"
 io vol -c 'read -P 0x5a 0 1M'
-sleep 2.5
-"$C" stats vol --history --json >"$W/history"
 "$C" stats vol --json >"$W/json"
+settle_history $((hits_before + $(field read_hits)))
 [ "$(sum read_hits)" = $((hits_before + $(field read_hits))) ] ||
   fail "history read hits $(sum read_hits) after a reset; $hits_before before it, $(field read_hits) since"
 curl -sf "$url" >"$W/metrics"
@@ -89,22 +106,18 @@ expect 2 "goes with --history" -- stats vol --plot "$W/x.png"
 expect 2 "goes with --json and --plot only" -- stats vol --history --csv
 
 echo "== a client that sends nothing is let go"
-python3 -c "
+hold "
 import socket, time
-s = socket.create_connection(('127.0.0.1', $port)); time.sleep(30)" &
-idle_pid=$!
-sleep 0.5
+s = socket.create_connection(('127.0.0.1', $port))"
 start=$(date +%s)
 curl -sf --max-time 20 "$url" >/dev/null || fail "a scrape behind an idle client failed"
 [ $(( $(date +%s) - start )) -le 10 ] || fail "a scrape waited more than 10 s behind an idle client"
 kill "$idle_pid" 2>/dev/null; idle_pid=
 
 echo "== a port taken: attach refuses before any device changes, start serves without /metrics"
-python3 -c "
+hold "
 import socket, time
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', $port + 1)); s.listen(); time.sleep(60)" &
-idle_pid=$!
-sleep 0.5
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', $port + 1)); s.listen()"
 truncate -s 32M "$W/ssd2.img" "$W/origin2.img"
 expect 2 "--listen 127.0.0.1:$((port + 1))" -- attach --origin "$W/origin2.img" --cache "$W/ssd2.img" --name other \
   --frontend socket --listen "127.0.0.1:$((port + 1))"
@@ -115,11 +128,9 @@ kill "$idle_pid" 2>/dev/null; wait "$idle_pid" 2>/dev/null; idle_pid=
 echo "== the endpoint comes back with the cache"
 expect 0 "" -- stop vol
 curl -s --max-time 5 "$url" >/dev/null && fail "/metrics answered after stop"
-python3 -c "
+hold "
 import socket, time
-s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', $port)); s.listen(); time.sleep(60)" &
-idle_pid=$!
-sleep 0.5
+s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1); s.bind(('127.0.0.1', $port)); s.listen()"
 "$C" start vol >"$W/out" 2>"$W/err" || fail "start with the metrics port taken: $(cat "$W/err")"
 grep -q "/metrics is not served" "$W/err" || fail "start did not say /metrics is not served: $(cat "$W/err")"
 io vol -c 'read -P 0x5a 0 64k'

@@ -294,57 +294,57 @@ void ControlLoop(Daemon& d) {
   }
 }
 
+// Runs `tick` now and then every `seconds` (the variable `env` sets it, for
+// tests) until the daemon stops.
+void EveryUntilStop(Daemon& d, const char* env, int seconds, const std::function<void()>& tick) {
+  const char* set = std::getenv(env);
+  const auto every = std::chrono::seconds(set ? std::max(1, std::atoi(set)) : seconds);
+  for (;;) {
+    tick();
+    std::unique_lock lock(d.mu);
+    if (d.cv.wait_for(lock, every, [&] { return d.stop_requested; })) return;
+  }
+}
+
 // Logs each rise of an error counter (errors.cache.read and the others),
 // so that the log, and the journal under systemd, show I/O errors as they
-// come, not only `stats`. Every 10 s (CACHECTL_ERROR_WATCH_SECONDS for
-// tests) until the daemon stops.
+// come, not only `stats`. Every 10 s until the daemon stops.
 void ErrorWatch(Daemon& d) {
-  const char* env = std::getenv("CACHECTL_ERROR_WATCH_SECONDS");
-  const auto every = std::chrono::seconds(env ? std::max(1, std::atoi(env)) : 10);
   std::map<std::string, uint64_t> seen;
-  for (;;) {
-    {
-      std::unique_lock lock(d.mu);
-      if (d.cv.wait_for(lock, every, [&] { return d.stop_requested; })) return;
-    }
+  EveryUntilStop(d, "CACHECTL_ERROR_WATCH_SECONDS", 10, [&] {
     Result<StatsReply> stats = DaemonControl(d).StatsSinceStart();
-    if (!stats.ok()) continue;
+    if (!stats.ok()) return;
     for (const auto& [key, value] : stats->fields) {
       if (key.rfind("errors.", 0) != 0) continue;
       const uint64_t now = std::strtoull(value.c_str(), nullptr, 10);
       if (now > seen[key]) {
         Log(key.find("repaired") == std::string::npos ? "error" : "warning",
             key.substr(7) + ": " + std::to_string(now - seen[key]) + " more (" + std::to_string(now) +
-                         " since start)");
+                " since start)");
       }
       seen[key] = now;
     }
-  }
+  });
 }
 
-// A minute of history (stats --history) a minute (CACHECTL_HISTORY_SECONDS
-// for tests), from the engine's counters, until the daemon stops.
+// A minute of history (stats --history) a minute, from the engine's
+// counters, until the daemon stops.
 void HistorySampler(Daemon& d) {
-  const char* env = std::getenv("CACHECTL_HISTORY_SECONDS");
-  const auto every = std::chrono::seconds(env ? std::max(1, std::atoi(env)) : 60);
-  for (;;) {
+  EveryUntilStop(d, "CACHECTL_HISTORY_SECONDS", 60, [&] {
     Result<StatsReply> stats = DaemonControl(d).StatsSinceStart();
-    if (stats.ok()) {
-      FieldView f(stats->fields);
-      HistoryMinute now;
-      now.minute_start = static_cast<int64_t>(std::time(nullptr));
-      now.read_hits = f.Count("read_hits");
-      now.read_misses = f.Count("read_misses");
-      now.write_hits = f.Count("write_hits");
-      now.write_misses = f.Count("write_misses");
-      now.dirty_lines = f.Count("dirty_lines");
-      now.cleaner_writes = f.Count("cleaner_writes");
-      now.cleaned_bytes = f.Count("cleaned_bytes");
-      d.history.Add(now);
-    }
-    std::unique_lock lock(d.mu);
-    if (d.cv.wait_for(lock, every, [&] { return d.stop_requested; })) return;
-  }
+    if (!stats.ok()) return;
+    FieldView f(stats->fields);
+    HistoryMinute now;
+    now.minute_start = static_cast<int64_t>(std::time(nullptr));
+    now.read_hits = f.Count("read_hits");
+    now.read_misses = f.Count("read_misses");
+    now.write_hits = f.Count("write_hits");
+    now.write_misses = f.Count("write_misses");
+    now.dirty_lines = f.Count("dirty_lines");
+    now.cleaner_writes = f.Count("cleaner_writes");
+    now.cleaned_bytes = f.Count("cleaned_bytes");
+    d.history.Add(now);
+  });
 }
 
 void SignalLoop(Daemon& d) {

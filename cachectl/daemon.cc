@@ -117,8 +117,8 @@ Status RepairDamagedSuperblock(Daemon& d) {
   return Status::Ok();
 }
 
-// /metrics (attach --listen): the stats of this cache, as `stats
-// --prometheus` prints them.
+// /metrics (attach --listen): the stats of this cache as `stats
+// --prometheus` prints them, but every counter from the daemon's start.
 Status StartMetrics(Daemon& d) {
   CACHECORE_RETURN_IF_ERROR(CheckMetricsListen(d.spec));
   auto server = MetricsServer::Start(d.spec.metrics_listen, [&d] {
@@ -426,12 +426,16 @@ void SignalLoop(Daemon& d) {
 
   std::thread(ControlLoop, std::ref(d)).detach();
   std::thread(SignalLoop, std::ref(d)).detach();
-  std::thread(ErrorWatch, std::ref(d)).detach();
-  std::thread(HistorySampler, std::ref(d)).detach();
+  std::thread error_watch(ErrorWatch, std::ref(d));
+  std::thread history_sampler(HistorySampler, std::ref(d));
   std::unique_lock lock(d.mu);
   d.cv.wait(lock, [&] { return d.stop_requested; });
   bool detach = d.detach;
   lock.unlock();
+  // They stop at stop_requested: joined, none is reading stats while the
+  // engine shuts down.
+  error_watch.join();
+  history_sampler.join();
 
   if (d.metrics) d.metrics->Stop();
   d.nbd->Stop();

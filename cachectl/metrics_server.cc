@@ -73,7 +73,10 @@ void MetricsServer::Stop() {
 void MetricsServer::Loop() {
   pollfd fds[2] = {{listen_fd_, POLLIN, 0}, {wake_[0], POLLIN, 0}};
   while (true) {
-    if (poll(fds, 2, -1) < 0 && errno != EINTR) return;
+    if (poll(fds, 2, -1) < 0) {
+      if (errno == EINTR) continue;  // the revents are stale
+      return;
+    }
     if (fds[1].revents) return;
     if (!(fds[0].revents & POLLIN)) continue;
     int client = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);

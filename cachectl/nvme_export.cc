@@ -245,6 +245,7 @@ Status NvmetTarget::Create(NvmeExport* e) const {
   if (Exists(Subsystem(*e))) {
     return Status::Busy("the kernel's NVMe target has a subsystem " + e->nqn + " already");
   }
+  e->port_id = 0;  // a recorded id (a restore) is not known to be ours until FindOrMakePort says so
   if (Status s = MakeDir(Subsystem(*e)); !s.ok()) return s;
   Status s = AllowHosts(e);
   if (s.ok()) s = AddNamespace(*e);
@@ -262,10 +263,11 @@ Status NvmetTarget::Create(NvmeExport* e) const {
     }
   }
   if (!s.ok()) {
+    // Remove takes down a port it finds on our address with nothing else on
+    // it: the one made here; a shared port stays as it was.
     NvmeExport partial = *e;
-    if (!made_port) partial.port_id = 0;  // a shared port stays as it was
+    if (!made_port) partial.port_id = 0;
     (void)Remove(partial);
-    if (made_port) rmdir(Port(e->port_id).c_str());
   }
   return s;
 }

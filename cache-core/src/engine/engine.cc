@@ -142,7 +142,7 @@ Status CheckOriginLines(uint64_t origin_size, uint32_t line_size) {
 }  // namespace
 
 Engine::Impl::Impl(const EngineDevices& devices, const EngineConfig& cfg, const CacheIdentity& id)
-    : dev(devices), raw_origin(devices.origin), origin_meter(devices.origin), config(cfg),
+    : dev(devices), raw_origin(&volumes), origin_meter(&volumes), config(cfg),
       identity(id), line_size(id.line_size),
       blocks_per_line(id.line_size / kBlockSize), capacity(static_cast<uint32_t>(id.line_count)),
       mode(cfg.mode), dirty_target_pct(cfg.dirty_target_pct), dirty_high_pct(cfg.dirty_high_pct),
@@ -151,6 +151,8 @@ Engine::Impl::Impl(const EngineDevices& devices, const EngineConfig& cfg, const 
       admission(cfg.sequential_cutoff, cfg.admit_after_misses),
       slots(capacity, blocks_per_line, id, cfg.policy, cfg.promote_after_hits, stats),
       pin_limit_lines(uint64_t{capacity} * kPinLimitPct / 100), heat(id.origin_size, id.line_size) {
+  volumes.Publish(0, 0, devices.origin);
+  slots.CountVolumesIn(&volumes);
   dev.origin = &origin_meter;
 }
 
@@ -312,15 +314,19 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineDevices& d, const Engin
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
 
-Status CheckRange(const Engine::Impl& impl, uint64_t offset, uint64_t length) {
+Status CheckRange(const Engine::Impl& impl, uint64_t offset, uint64_t length, LiveVolume** volume) {
   if (impl.shut_down.load()) return Status::Busy("the cache is shut down");
   if (length == 0 || offset % kSectorSize != 0 || length % kSectorSize != 0) {
     return Status::InvalidArgument("offset and length must be non-zero multiples of 512");
   }
-  if (offset > impl.identity.origin_size || length > impl.identity.origin_size - offset) {
-    return Status::OutOfRange("request ends beyond the volume (" +
-                              std::to_string(impl.identity.origin_size) + " bytes)");
+  LiveVolume* v = impl.volumes.Find(offset, length);
+  if (v == nullptr) {
+    const LiveVolume* near = impl.volumes.Find(offset);
+    return Status::OutOfRange(near ? "request ends beyond the volume (" + std::to_string(near->size) + " bytes)"
+                                   : "request at byte " + std::to_string(offset) + " lies in no volume");
   }
+  if (!v->accepting.load()) return Status::Busy("the volume is being removed");
+  if (volume != nullptr) *volume = v;
   return Status::Ok();
 }
 
@@ -359,14 +365,22 @@ bool Engine::Impl::BypassAndHeat(uint64_t offset, uint64_t length) {
   return bypass;
 }
 
-void Engine::Impl::CountWrites(const Tally& tally) {
+void Engine::Impl::CountWrites(const Tally& tally, uint64_t offset) {
   CountOutcome(tally, {stats.write_hits, stats.write_misses, stats.write_full, stats.write_partial,
                        stats.write_miss_req});
+  if (LiveVolume* v = volumes.Find(offset)) {
+    LiveStats::Bump(v->counters.write_hits, tally.hits);
+    LiveStats::Bump(v->counters.write_misses, tally.misses);
+  }
 }
 
-void Engine::Impl::CountReads(const Tally& tally) {
+void Engine::Impl::CountReads(const Tally& tally, uint64_t offset) {
   CountOutcome(tally, {stats.read_hits, stats.read_misses, stats.read_full, stats.read_partial,
                        stats.read_miss_req});
+  if (LiveVolume* v = volumes.Find(offset)) {
+    LiveStats::Bump(v->counters.read_hits, tally.hits);
+    LiveStats::Bump(v->counters.read_misses, tally.misses);
+  }
 }
 
 Status Engine::Impl::SyncRequest() {

@@ -251,7 +251,7 @@ void Engine::Impl::FinishReadHit(AsyncHit& hit) {
   bool bypass = hit.bypass;
   async->hits.Give(std::move(owned));
   if (proof.kind == ReadProof::kFailed) {
-    CountReads({length / kBlockSize, 0});  // a failed read is counted too
+    CountReads({length / kBlockSize, 0}, offset);  // a failed read is counted too
     return Answer(done, std::move(proof.status));
   }
   if (proof.kind == ReadProof::kRepair) {
@@ -264,7 +264,7 @@ void Engine::Impl::FinishReadHit(AsyncHit& hit) {
     if (Reactor::Current() == nullptr) return RunOffReactor(again);
     return RunOnReactor(again, nullptr);
   }
-  CountReads({length / kBlockSize, 0});
+  CountReads({length / kBlockSize, 0}, offset);
   Answer(done, Status::Ok());
 }
 
@@ -424,10 +424,13 @@ void Engine::Impl::PartDone(SplitRequest& split, Status status) {
 // ---- the entry points
 
 void Engine::ReadAsync(uint64_t offset, void* buffer, uint64_t length, EngineCompletion* done) {
-  if (Status s = CheckRange(*impl_, offset, length); !s.ok()) return done->Done(s);
+  LiveVolume* volume = nullptr;
+  if (Status s = CheckRange(*impl_, offset, length, &volume); !s.ok()) return done->Done(s);
   impl_->stats.Taken();
   LiveStats::Bump(impl_->stats.read_requests);
   LiveStats::Bump(impl_->stats.read_bytes, length);
+  LiveStats::Bump(volume->counters.read_requests);
+  LiveStats::Bump(volume->counters.read_bytes, length);
   const bool bypass = impl_->BypassAndHeat(offset, length);
   const AsyncJob job{AsyncJob::kRead, offset, length, static_cast<uint8_t*>(buffer), false, bypass, done};
   if (Reactor::Current() != nullptr) return impl_->RunOnReactor(job, nullptr);
@@ -436,11 +439,14 @@ void Engine::ReadAsync(uint64_t offset, void* buffer, uint64_t length, EngineCom
 
 void Engine::WriteAsync(uint64_t offset, const void* buffer, uint64_t length, bool fua,
                         EngineCompletion* done) {
-  if (Status s = CheckRange(*impl_, offset, length); !s.ok()) return done->Done(s);
+  LiveVolume* volume = nullptr;
+  if (Status s = CheckRange(*impl_, offset, length, &volume); !s.ok()) return done->Done(s);
   if (Status s = RefuseIfMetadataFailed(*impl_); !s.ok()) return done->Done(s);
   impl_->stats.Taken();
   LiveStats::Bump(impl_->stats.write_requests);
   LiveStats::Bump(impl_->stats.write_bytes, length);
+  LiveStats::Bump(volume->counters.write_requests);
+  LiveStats::Bump(volume->counters.write_bytes, length);
   const bool bypass = impl_->BypassAndHeat(offset, length);
   // Only read from: the cast fits the job's one buffer field.
   auto* in = const_cast<uint8_t*>(static_cast<const uint8_t*>(buffer));

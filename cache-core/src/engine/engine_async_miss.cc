@@ -143,7 +143,7 @@ void Engine::Impl::MissLanded(AsyncMiss& m) {
 // are in), nothing counted but the errors and the read.
 void Engine::Impl::FailMiss(AsyncMiss& m, Status status) {
   ReleaseStripes(m.stripes, true);
-  CountReads(m.tally);
+  CountReads(m.tally, m.offset);
   EngineCompletion* done = m.done;
   async->misses.Give(std::unique_ptr<AsyncMiss>(&m));
   Answer(done, std::move(status));
@@ -241,7 +241,7 @@ Engine::Impl::PendingAnswer Engine::Impl::FinishMiss(AsyncMiss& m) {
   if (!m.emptied.emptied.empty()) slots.FreeEmptied(m.emptied);  // their deletes are in the store now
   EndEvictions(m.evictions);
   ReleaseStripes(m.stripes, true);
-  CountReads(m.tally);
+  CountReads(m.tally, m.offset);
   PendingAnswer answer{m.done, Status::Ok(), false};
   async->misses.Give(std::unique_ptr<AsyncMiss>(&m));
   return answer;

@@ -282,7 +282,7 @@ Engine::Impl::PendingAnswer Engine::Impl::ThroughCommitted(AsyncThrough& t, cons
   if (!t.emptied.emptied.empty()) slots.FreeEmptied(t.emptied);  // their deletes are in the store now
   EndEvictions(t.evictions);
   ReleaseStripes(t.stripes, true);
-  CountWrites(t.tally);
+  CountWrites(t.tally, t.offset);
   PendingAnswer answer{t.done, std::move(result), t.fua};
   async->throughs.Give(std::unique_ptr<AsyncThrough>(&t));
   return answer;

@@ -338,7 +338,7 @@ Engine::Impl::PendingAnswer Engine::Impl::ReleaseWrite(AsyncWrite& w, Status res
   slots.LeaveWrite(w.epoch);
   EndEvictions(w.evictions);
   ReleaseStripes(w.stripes, true);
-  CountWrites(w.tally);
+  CountWrites(w.tally, w.offset);
   PendingAnswer answer{w.done, std::move(result), w.fua};
   async->writes.Give(std::unique_ptr<AsyncWrite>(&w));
   return answer;

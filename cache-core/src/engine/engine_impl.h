@@ -24,6 +24,7 @@
 #include "policy/admission.h"
 #include "engine/origin_meter.h"
 #include "engine/slot_table.h"
+#include "engine/volume_set.h"
 #include "engine/writeback_controller.h"
 #include "cachecore/engine/engine.h"
 #include "placement/heat_map.h"
@@ -121,13 +122,15 @@ struct Engine::Impl {
   // Once per request: the stream detector sees each one.
   bool BypassAndHeat(uint64_t offset, uint64_t length);
   Status SyncRequest();
-  void CountReads(const Tally& tally);
+  // A request's blocks as hits and misses, for the cache and for the
+  // volume holding `offset`.
+  void CountReads(const Tally& tally, uint64_t offset);
   // An asynchronous request's answer: counted out of flight, then `done`.
   void Answer(EngineCompletion* done, Status status) {
     stats.Answered();
     done->Done(std::move(status));
   }
-  void CountWrites(const Tally& tally);
+  void CountWrites(const Tally& tally, uint64_t offset);
   // The lines of [offset, offset+length) in `segments` (cleared first).
   void SplitIntoSegments(uint64_t offset, uint64_t length, std::vector<Segment>& segments) const;
   // Takes the stripes of `segments` without waiting, listing them in `held`
@@ -523,7 +526,9 @@ struct Engine::Impl {
   uint64_t CleanInWindow(uint64_t budget);
 
   EngineDevices dev;  // dev.origin is origin_meter
-  BlockDevice* const raw_origin;  // the origin itself: the cleaner's way there
+  // The volumes' origins as one device in the line space (volume_set.h).
+  VolumeSet volumes;
+  BlockDevice* const raw_origin;  // the volumes themselves: the cleaner's way there
   OriginMeter origin_meter;
   // Calendar time for the heat map, the movement log and the window (after dev).
   Clock* const clock = dev.clock != nullptr ? dev.clock : SystemClock();
@@ -594,8 +599,10 @@ struct Engine::Impl {
 };
 
 // A request's range: kBusy once shut down, kInvalidArgument unless whole
-// sectors, kOutOfRange past the volume.
-Status CheckRange(const Engine::Impl& impl, uint64_t offset, uint64_t length);
+// sectors, kOutOfRange unless within one volume that takes requests (that
+// volume then in `volume`).
+Status CheckRange(const Engine::Impl& impl, uint64_t offset, uint64_t length,
+                  LiveVolume** volume = nullptr);
 // After a metadata write or sync failed: the store's failure (nothing that
 // changes what the cache holds is accepted then); OK otherwise.
 Status RefuseIfMetadataFailed(const Engine::Impl& impl);

@@ -21,6 +21,7 @@ constexpr uint64_t kVictimRefusals = 32;
 // another round for their hits: a warm cache whose every line was hit
 // would otherwise be walked three times over under mu_ for one miss.
 constexpr uint64_t kReactorVictimLooks = 4096;
+constexpr uint64_t kBlockBytes = 4096;  // a block of a line
 }  // namespace
 
 SlotTable::SlotTable(uint32_t capacity, uint32_t blocks_per_line, const CacheIdentity& identity,
@@ -144,7 +145,7 @@ void SlotTable::MarkDirty(uint32_t slot, uint32_t block, uint32_t crc, bool over
     const bool first = DirtyBlocks(slot) == 0;
     AddDirtyBlocks(slot, 1);
     if (first) {
-      LiveStats::Bump(stats_.dirty_lines);
+      CountLine(lines_.Get(slot), true, 1);
       MutexLock lock(mu_);
       SetSlotDirtyLocked(slot, true);
       dirty_lines_.Insert(lines_.Get(slot));
@@ -162,10 +163,10 @@ void SlotTable::MarkClean(uint32_t slot, uint32_t block) {
   block_flags_[i] = kValid;
   AddDirtyBlocks(slot, -1);
   if (DirtyBlocks(slot) == 0) {
-    LiveStats::Bump(stats_.dirty_lines, static_cast<uint64_t>(-1));
+    const uint64_t line = lines_.Get(slot);
+    CountLine(line, true, -1);
     MutexLock lock(mu_);
     SetSlotDirtyLocked(slot, false);
-    const uint64_t line = lines_.Get(slot);
     dirty_lines_.Erase(line);
     const auto [first, end] = dirty_map_.RegionLines(line);
     dirty_map_.LineClean(line, dirty_lines_.AnyIn(first, end));
@@ -266,8 +267,15 @@ void SlotTable::EvictLocked(uint32_t slot) {
     slot_dirty_blocks_[slot] = 0;
   }
   SetSlotDirtyLocked(slot, false);
+  CountLine(lines_.Get(slot), false, -1);
   lines_.Set(slot, kNoLine);
-  LiveStats::Bump(stats_.occupancy_lines, static_cast<uint64_t>(-1));
+}
+
+void SlotTable::CountLine(uint64_t line, bool dirty, int delta) {
+  const auto n = static_cast<uint64_t>(int64_t{delta});
+  LiveStats::Bump(dirty ? stats_.dirty_lines : stats_.occupancy_lines, n);
+  LiveVolume* v = volumes_ ? volumes_->Find(line * blocks_per_line_ * uint64_t{kBlockBytes}) : nullptr;
+  if (v) LiveStats::Bump(dirty ? v->counters.dirty_lines : v->counters.occupancy_lines, n);
 }
 
 void SlotTable::ListEvictionLocked(uint64_t line) { unsynced_evictions_[line] = ++evictions_listed_; }
@@ -278,7 +286,7 @@ bool SlotTable::TakeSlotLocked(uint32_t slot, uint64_t line) {
   lines_.Set(slot, line);
   index_.Insert(line, slot);
   if (!pins_.Contains(line)) policy_->OnInsert(slot, line);  // pinned: never a victim
-  LiveStats::Bump(stats_.occupancy_lines);
+  CountLine(line, false, 1);
   LiveStats::Bump(stats_.promotions);
   return unsynced_evictions_.size() > kMaxUnsyncedEvictions;
 }

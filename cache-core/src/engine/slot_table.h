@@ -43,6 +43,7 @@
 #include "engine/block_epochs.h"
 #include "engine/dirty_lines.h"
 #include "engine/line_index.h"
+#include "engine/volume_set.h"
 #include "cachecore/metadata/dirty_map.h"
 #include "cachecore/policy/eviction_policy.h"
 #include "cachecore/metadata/metadata_store.h"
@@ -118,6 +119,9 @@ class SlotTable {
 
   uint32_t capacity() const { return capacity_; }
   uint32_t blocks_per_line() const { return blocks_per_line_; }
+  // Counts each line's occupancy and dirtiness also for the volume of
+  // `volumes` holding it. Before any line is taken or loaded.
+  void CountVolumesIn(const VolumeSet* volumes) { volumes_ = volumes; }
 
   // ---- flush epochs: a write that completes while FlushesStarted() == e is
   // covered by flush e+1; it is durable once flush e+1 has completed.
@@ -414,9 +418,14 @@ class SlotTable {
   template <typename Fn>
   void ForEachCachedLineLocked(uint64_t first, uint64_t end, Fn fn) REQUIRES(mu_);
 
+  // Occupancy (`dirty` false) or dirty lines (true), for the cache and for
+  // `line`'s volume, moved by `delta` (+1 or -1).
+  void CountLine(uint64_t line, bool dirty, int delta);
+
   const uint32_t capacity_;
   const uint32_t blocks_per_line_;
   LiveStats& stats_;
+  const VolumeSet* volumes_ = nullptr;
 
   // Per slot and per block; guarded by the stripe of the slot's line.
   PackedLines lines_;

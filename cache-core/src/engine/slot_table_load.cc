@@ -145,9 +145,9 @@ Status SlotTable::FinishLoad(std::vector<uint32_t>& changed_slots, uint64_t comp
   for (uint32_t slot : kept) {
     const uint64_t line = lines_.Get(slot);
     if (!pins_.Contains(line)) policy_->OnRestore(slot, line);
-    LiveStats::Bump(stats_.occupancy_lines);
+    CountLine(line, false, 1);
     if (DirtyBlocks(slot) > 0) {
-      LiveStats::Bump(stats_.dirty_lines);
+      CountLine(line, true, 1);
       SetSlotDirtyLocked(slot, true);
       dirty_map_.LineDirty(line);
     }

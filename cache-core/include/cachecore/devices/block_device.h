@@ -61,6 +61,11 @@ struct AsyncIo final : ReactorOp, ReactorTask {
   Reactor* reactor = nullptr;
   void* device_state = nullptr;  // such a device's, while it runs the request
   bool answered = false;         // such a device's: the reply came
+  // A device that passes the request on to another at another offset (a
+  // cache's volumes, engine/volume_set.h): the caller's completion and the
+  // offset it moved by, put back before the caller's IoDone.
+  IoCompletion* routed_done = nullptr;
+  uint64_t routed_base = 0;
   // The reactor's completion: the request's status from `result`, then
   // IoDone (devices/uring_device.cc).
   void OnComplete(int result) override;

@@ -29,7 +29,7 @@ class DirtyMapTest : public ::testing::Test {
     ASSERT_TRUE(rig_.Create(config_).ok());
   }
   OriginRanges Stale() {
-    Result<OriginRanges> r = DirtyMap::ReadStaleRanges(&rig_.raw_cache(), rig_.engine().identity());
+    Result<OriginRanges> r = DirtyMap::ReadStaleRanges(&rig_.raw_cache(), rig_.engine().identity(), rig_.engine().identity().origin_size);
     EXPECT_TRUE(r.ok()) << r.status().ToString();
     return r.ok() ? r.value() : OriginRanges{};
   }
@@ -90,7 +90,7 @@ TEST_F(DirtyMapTest, ADamagedPageIsReportedNotTrusted) {
   AlignedBuffer junk(4 * K);
   std::memset(junk.data(), 0x5A, 4 * K);
   ASSERT_TRUE(rig_.raw_cache().Write(kDirtyMapOffset, junk.data(), 4 * K).ok());
-  Result<OriginRanges> r = DirtyMap::ReadStaleRanges(&rig_.raw_cache(), rig_.engine().identity());
+  Result<OriginRanges> r = DirtyMap::ReadStaleRanges(&rig_.raw_cache(), rig_.engine().identity(), rig_.engine().identity().origin_size);
   EXPECT_EQ(r.status().code(), StatusCode::kCorruption);
 }
 
@@ -101,7 +101,7 @@ TEST(DirtyMapBitsTest, ARegionStaysStaleWhileAnyOfItsLinesIsDirty) {
   CacheIdentity id;
   id.line_size = 4096;
   id.origin_size = uint64_t{kMaxDirtyRegions} * 4 * 4096;  // 4 lines a region
-  DirtyMap map(id);
+  DirtyMap map(id, id.origin_size);
   ASSERT_EQ(map.RegionLines(9), std::make_pair(uint64_t{8}, uint64_t{12}));
   auto region_bit = [&map] {
     auto pages = map.TakeChangedPages(/*all=*/true);

@@ -119,6 +119,13 @@ class EngineStressTest : public ::testing::TestWithParam<std::tuple<uint32_t, in
     config_.cleaner_batch_lines = 8;
     Status s = rig_->Create(config_);
     ASSERT_TRUE(s.ok()) << s.ToString();
+    // One seed in three: a second volume on the same cache, with clients
+    // of its own beside the first's (shared slots, cleaner and mover).
+    if (seed_ % 3 == 2) {
+      Result<VolumeInfo> v = rig_->engine().AddVolume("vol1", &rig_->AddOrigin("vol1", 8 << 20));
+      ASSERT_TRUE(v.ok()) << v.status().ToString();
+      volumes_.push_back({v->base, std::make_unique<ExpectedState>(v->size / kSector)});
+    }
   }
   // What it ran, passed or not (scripts/stress_loop.sh adds them up).
   void TearDown() override {
@@ -132,8 +139,10 @@ class EngineStressTest : public ::testing::TestWithParam<std::tuple<uint32_t, in
   void RunCycle(uint64_t cycle, bool cut);
   // After a cut or restart: records against the map, then every sector.
   void CheckAfter(const std::string& where);
+  void CheckVolume(const std::string& where, ExpectedState& model, uint64_t base);
   std::string Where(uint64_t cycle, const std::string& event) const {
     return "seed " + std::to_string(seed_) + (seed_ % 2 == 1 ? " (asynchronous)" : "") +
+           (volumes_.empty() ? "" : " (two volumes)") +
            ", line size " + std::to_string(line_size_) +
            ", cycle " + std::to_string(cycle) + " (" + event + ")";
   }
@@ -143,6 +152,12 @@ class EngineStressTest : public ::testing::TestWithParam<std::tuple<uint32_t, in
   std::mt19937_64 rng_;
   std::unique_ptr<EngineRig> rig_;
   std::unique_ptr<ExpectedState> model_;
+  // The second volume, when there is one: its base and its own model.
+  struct OtherVolume {
+    uint64_t base;
+    std::unique_ptr<ExpectedState> model;
+  };
+  std::vector<OtherVolume> volumes_;
   EngineConfig config_;
   FailureLog failures_;
   std::atomic<uint64_t> next_id_{1};  // 0 is zeroes
@@ -168,19 +183,33 @@ void EngineStressTest::RunCycle(uint64_t cycle, bool cut) {
   wo.asynchronous = seed_ % 2 == 1;
   rig_->cache().CompleteOutOfOrder(wo.asynchronous);
   rig_->origin().CompleteOutOfOrder(wo.asynchronous);
-  StressWorkload workload(rig_->engine(), *model_, failures_, next_id_, wo);
+  std::vector<std::unique_ptr<StressWorkload>> workloads;
+  workloads.push_back(std::make_unique<StressWorkload>(rig_->engine(), *model_, failures_, next_id_, wo));
+  for (OtherVolume& v : volumes_) {
+    rig_->extra_origin("vol1").CompleteOutOfOrder(wo.asynchronous);
+    WorkloadOptions other = wo;
+    other.seed = wo.seed * 31 + 1;
+    other.volume_base = v.base;
+    workloads.push_back(std::make_unique<StressWorkload>(rig_->engine(), *v.model, failures_, next_id_, other));
+  }
+  auto ops_done = [&] {
+    uint64_t n = 0;
+    for (const auto& w : workloads) n += w->ops_done();
+    return n;
+  };
   const auto started = std::chrono::steady_clock::now();
-  workload.Start();
-  while ((workload.ops_done() < target || std::chrono::steady_clock::now() - started < least) &&
-         !failures_.failed()) {
+  for (auto& w : workloads) w->Start();
+  while ((ops_done() < target || std::chrono::steady_clock::now() - started < least) && !failures_.failed()) {
     std::this_thread::sleep_for(std::chrono::microseconds(100));
   }
   if (cut && !failures_.failed()) {
-    workload.PowerFails();
+    for (auto& w : workloads) w->PowerFails();
     rig_->Freeze();  // mid-I/O: the clients see errors from here on
   }
-  workload.Stop();
-  busy_flushes_ += workload.busy_flushes();
+  for (auto& w : workloads) {
+    w->Stop();
+    busy_flushes_ += w->busy_flushes();
+  }
   bypassed_no_space_ += rig_->engine().stats().bypassed_no_space;
   if (failures_.failed()) {
     std::optional<uint64_t> sector = failures_.sector();
@@ -196,6 +225,7 @@ void EngineStressTest::RunCycle(uint64_t cycle, bool cut) {
     Status s = rig_->Restart(config_);
     ASSERT_TRUE(s.ok()) << where << ": restart: " << s.ToString();
     model_->ShutdownCompleted();  // a clean shutdown syncs everything
+    for (OtherVolume& v : volumes_) v.model->ShutdownCompleted();
   }
   CheckAfter(where);
 }
@@ -203,27 +233,41 @@ void EngineStressTest::RunCycle(uint64_t cycle, bool cut) {
 void EngineStressTest::CheckAfter(const std::string& where) {
   Status agree = rig_->engine().CheckRecordsAgreeForTest();
   ASSERT_TRUE(agree.ok()) << where << ": " << agree.ToString();
-  Status clean = rig_->engine().CheckCleanDataForTest(
-      [&](uint64_t sector) { return model_->Unspecified(sector); });
+  // Sectors of the line space: each volume's model for its own.
+  Status clean = rig_->engine().CheckCleanDataForTest([&](uint64_t sector) {
+    for (OtherVolume& v : volumes_) {
+      if (sector >= v.base / kSector) return v.model->Unspecified(sector - v.base / kSector);
+    }
+    return model_->Unspecified(sector);
+  });
   ASSERT_TRUE(clean.ok()) << where << ": " << clean.ToString();
+  CheckVolume(where, *model_, 0);
+  for (OtherVolume& v : volumes_) {
+    if (!HasFatalFailure()) CheckVolume(where + ", volume vol1", *v.model, v.base);
+  }
+}
+
+// Every sector of one volume reads back as its model allows: no data lost,
+// none of another sector's or another volume's.
+void EngineStressTest::CheckVolume(const std::string& where, ExpectedState& model, uint64_t base) {
   constexpr uint64_t kChunk = 128;
   AlignedBuffer buffer(kChunk * kSector);
-  for (uint64_t first = 0; first < model_->sectors(); first += kChunk) {
-    const uint64_t n = std::min(kChunk, model_->sectors() - first);
-    Status s = rig_->engine().Read(first * kSector, buffer.data(), n * kSector);
+  for (uint64_t first = 0; first < model.sectors(); first += kChunk) {
+    const uint64_t n = std::min(kChunk, model.sectors() - first);
+    Status s = rig_->engine().Read(base + first * kSector, buffer.data(), n * kSector);
     ASSERT_TRUE(s.ok()) << where << ": reading back sectors from " << first << ": " << s.ToString();
     for (uint64_t i = 0; i < n; ++i) {
       const uint64_t sector = first + i;
       std::optional<uint64_t> got = ReadStamp(buffer.data() + i * kSector, sector);
       ASSERT_TRUE(got.has_value()) << where << ": sector " << sector << " holds data never written to it";
-      std::optional<std::string> why = model_->CheckRecovered(sector, *got);
+      std::optional<std::string> why = model.CheckRecovered(sector, *got);
       ASSERT_FALSE(why.has_value()) << where << ": sector " << sector << " read back as write " << *got
                                     << ", which it may not hold; " << *why << ". Now "
-                                    << DescribeCopies(*rig_, line_size_, sector);
-      model_->Settle(sector, *got);
+                                    << DescribeCopies(*rig_, line_size_, base / kSector + sector);
+      model.Settle(sector, *got);
     }
   }
-  model_->ForgetOperations();
+  model.ForgetOperations();
 }
 
 TEST_P(EngineStressTest, FlushedWritesSurviveCutsUnderConcurrentIo) {

@@ -29,7 +29,7 @@ Filled FillAndChurn(uint32_t lines, uint32_t blocks_per_line, uint32_t churn, Po
   identity.line_count = lines;
   identity.origin_size = uint64_t{lines} * (churn + 1) * identity.line_size;
   LiveStats stats;
-  SlotTable table(lines, blocks_per_line, identity, policy, 1, stats);
+  SlotTable table(lines, blocks_per_line, identity, identity.origin_size, policy, 1, stats);
   TakeAnyVictim victims;
   const uint64_t epoch = table.FlushesStarted();
   auto all_dirty = [&] {

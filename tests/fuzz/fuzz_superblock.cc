@@ -42,7 +42,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     std::memcpy(page.data(), &crc, 4);
   }
   if (device->Write(kDirtyMapOffset, page.data(), kDirtyMapPageSize).ok()) {
-    Result<OriginRanges> ranges = DirtyMap::ReadStaleRanges(device.get(), id);
+    Result<OriginRanges> ranges = DirtyMap::ReadStaleRanges(device.get(), id, id.origin_size);
     for (auto [at, len] : ranges.ok() ? ranges.value() : OriginRanges{}) {
       if (at + len > id.origin_size) __builtin_trap();  // a range beyond the origin
     }

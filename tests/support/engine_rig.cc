@@ -26,7 +26,8 @@ EngineRig::EngineRig(const RigOptions& o)
       origin_mem_(NewMemoryDevice(o.origin_size, "origin")),
       cache_mem_(NewMemoryDevice(kDataOffset + o.cache_data_size, "cache")),
       origin_(std::make_unique<FaultDevice>(origin_mem_.get(), o.volatile_caches, o.seed)),
-      cache_(std::make_unique<FaultDevice>(cache_mem_.get(), o.volatile_caches, o.seed + 1)) {
+      cache_(std::make_unique<FaultDevice>(cache_mem_.get(), o.volatile_caches, o.seed + 1)),
+      seed_(o.seed) {
   origin_->CompleteOutOfOrder(o.out_of_order);
   cache_->CompleteOutOfOrder(o.out_of_order);
   Status s = OpenStore();
@@ -51,7 +52,36 @@ Status EngineRig::OpenStore(bool defer_compactions) {
 
 void EngineRig::CloseStore() { store_.reset(); }
 
-EngineDevices EngineRig::devices() { return {origin_.get(), cache_.get(), store_.get(), clock_}; }
+EngineDevices EngineRig::devices() {
+  EngineDevices d{origin_.get(), cache_.get(), store_.get(), clock_};
+  d.origin_name = first_volume_name;
+  if (extra_.empty()) return d;
+  if (origin_) d.volumes.push_back({first_volume_name, origin_.get()});
+  for (const ExtraOrigin& e : extra_) d.volumes.push_back({e.name, e.faulted.get()});
+  return d;
+}
+
+FaultDevice& EngineRig::AddOrigin(const std::string& name, uint64_t size) {
+  ExtraOrigin e{name, NewMemoryDevice(size, name), nullptr};
+  e.faulted = std::make_unique<FaultDevice>(e.mem.get(), true, seed_ + 2 + extra_.size());
+  extra_.push_back(std::move(e));
+  return *extra_.back().faulted;
+}
+
+FaultDevice& EngineRig::extra_origin(const std::string& name) {
+  for (ExtraOrigin& e : extra_) {
+    if (e.name == name) return *e.faulted;
+  }
+  std::abort();
+}
+
+void EngineRig::ForgetOrigin(const std::string& name) {
+  if (name == first_volume_name) {
+    origin_.reset();
+    return;
+  }
+  std::erase_if(extra_, [&](const ExtraOrigin& e) { return e.name == name; });
+}
 
 Status EngineRig::Create(const EngineConfig& config, bool force) {
   Result<std::unique_ptr<Engine>> e = Engine::Create(devices(), config, force ? Replace::kCleanCache : Replace::kNothing);
@@ -74,7 +104,8 @@ Status EngineRig::Restart(const EngineConfig& config) {
 }
 
 void EngineRig::Freeze() {
-  origin_->FailAlways(kFaultAll);
+  if (origin_) origin_->FailAlways(kFaultAll);
+  for (ExtraOrigin& e : extra_) e.faulted->FailAlways(kFaultAll);
   cache_->FailAlways(kFaultAll);
   storage_.fs->PowerCut();
 }
@@ -88,12 +119,14 @@ Status EngineRig::PowerCutAndReopen(const EngineConfig& config, PowerCutMode mod
   // the cleaner sync a record whose data the cache had just lost, or copy
   // a block the cut had reverted: states no real power cut makes.
   Freeze();
-  origin_->PowerCut(mode);
+  if (origin_) origin_->PowerCut(mode);
+  for (ExtraOrigin& e : extra_) e.faulted->PowerCut(mode);
   cache_->PowerCut(mode);
   engine_.reset();
   store_.reset();
   storage_.fs->Restore();
-  origin_->ClearFaults();
+  if (origin_) origin_->ClearFaults();
+  for (ExtraOrigin& e : extra_) e.faulted->ClearFaults();
   cache_->ClearFaults();
   CACHECORE_RETURN_IF_ERROR(OpenStore());
   return Open(config);

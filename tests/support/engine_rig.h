@@ -7,6 +7,7 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cachecore/engine/engine.h"
 #include "support/fault_device.h"
@@ -71,6 +72,13 @@ class EngineRig {
   MetadataStore& store() { return *store_; }
   PowerCutFs& store_fs() { return *storage_.fs; }
   EngineDevices devices();
+  // Another origin for a volume `name` (Engine::AddVolume), faulted and
+  // cut like the first; once there is one, devices() names every volume's
+  // origin, the first's as `first_volume_name`.
+  FaultDevice& AddOrigin(const std::string& name, uint64_t size);
+  FaultDevice& extra_origin(const std::string& name);
+  void ForgetOrigin(const std::string& name);  // its volume was removed
+  std::string first_volume_name = "vol0";
   const std::string& metadata_path() const { return meta_path_; }
 
  private:
@@ -80,6 +88,13 @@ class EngineRig {
   PowerCutStorage storage_;
   std::unique_ptr<BlockDevice> origin_mem_, cache_mem_;
   std::unique_ptr<FaultDevice> origin_, cache_;
+  struct ExtraOrigin {
+    std::string name;
+    std::unique_ptr<BlockDevice> mem;
+    std::unique_ptr<FaultDevice> faulted;
+  };
+  std::vector<ExtraOrigin> extra_;
+  uint64_t seed_;
   std::unique_ptr<MetadataStore> store_;
   std::unique_ptr<Engine> engine_;
 };

@@ -105,16 +105,19 @@ Status StressWorkload::OnReactor(const std::function<void(EngineCompletion*)>& c
 }
 
 Status StressWorkload::DoRead(uint64_t offset, uint8_t* data, uint64_t length) {
+  offset += options_.volume_base;
   if (!reactor_) return engine_.Read(offset, data, length);
   return OnReactor([&](EngineCompletion* c) { engine_.ReadAsync(offset, data, length, c); });
 }
 
 Status StressWorkload::DoWrite(uint64_t offset, const uint8_t* data, uint64_t length, bool fua) {
+  offset += options_.volume_base;
   if (!reactor_) return engine_.Write(offset, data, length, fua);
   return OnReactor([&](EngineCompletion* c) { engine_.WriteAsync(offset, data, length, fua, c); });
 }
 
 Status StressWorkload::DoTrim(uint64_t offset, uint64_t length) {
+  offset += options_.volume_base;
   if (!reactor_) return engine_.Discard(offset, length);
   return OnReactor([&](EngineCompletion* c) { engine_.DiscardAsync(offset, length, c); });
 }
@@ -273,10 +276,10 @@ bool StressWorkload::ManagerStep(Rng& rng) {
 
 bool StressWorkload::PinOrUnpin(Rng& rng) {
   auto [first, count] = RandomRange(rng);
-  const uint64_t offset = first * kSector, length = count * kSector;
+  const uint64_t offset = options_.volume_base + first * kSector, length = count * kSector;
   switch (rng() % 5) {
     case 0: {
-      Status s = engine_.Unpin(0, model_.sectors() * kSector);  // all of them
+      Status s = engine_.Unpin(options_.volume_base, model_.sectors() * kSector);  // all of the volume
       return s.code() == StatusCode::kNotFound || Outcome(s, "unpin everything");
     }
     case 1:

@@ -54,6 +54,9 @@ struct WorkloadOptions {
   // asynchronous calls, issued on a reactor of the workload's (hits are
   // served there, beside the workers running the rest).
   bool asynchronous = false;
+  // The volume's base in the cache's line space: the model's sectors are
+  // the volume's, each request goes to base + its offset.
+  uint64_t volume_base = 0;
 };
 
 class StressWorkload {

@@ -52,12 +52,15 @@ Status CheckLineSize(uint32_t line_size) {
 }
 
 Status CheckDevices(const EngineDevices& d) {
-  if (!d.origin || !d.cache || !d.metadata) {
+  if ((!d.origin && d.volumes.empty()) || !d.cache || !d.metadata) {
     return Status::InvalidArgument("origin, cache and metadata store are all required");
   }
-  if (d.origin->identity() == d.cache->identity()) {
-    return Status::InvalidArgument("origin and cache are the same device (" +
-                                   d.origin->identity() + ")");
+  std::vector<BlockDevice*> origins{d.origin};
+  for (const VolumeOrigin& v : d.volumes) origins.push_back(v.device);
+  for (BlockDevice* origin : origins) {
+    if (origin != nullptr && origin->identity() == d.cache->identity()) {
+      return Status::InvalidArgument("origin and cache are the same device (" + origin->identity() + ")");
+    }
   }
   return Status::Ok();
 }
@@ -115,23 +118,6 @@ Status CheckSafeToFormat(const EngineDevices& d, bool force) {
   return Status::Ok();
 }
 
-Status CheckOrigin(const CacheIdentity& id, BlockDevice* origin, uint32_t wanted_line_size) {
-  if (id.origin_size != origin->size_bytes()) {
-    return Status::Mismatch("wrong origin: the cache was made for an origin of " +
-                            std::to_string(id.origin_size) + " bytes, " + origin->identity() +
-                            " has " + std::to_string(origin->size_bytes()));
-  }
-  if (id.origin_identity != origin->identity()) {
-    return Status::Mismatch("wrong origin: the cache belongs to " + id.origin_identity +
-                            ", not to " + origin->identity());
-  }
-  if (wanted_line_size != 0 && wanted_line_size != id.line_size) {
-    return Status::Mismatch("line size: the cache uses " + std::to_string(id.line_size) +
-                            " bytes, " + std::to_string(wanted_line_size) + " was asked for");
-  }
-  return Status::Ok();
-}
-
 // RAM holds a line's number in 40 bits (engine/line_index.h).
 Status CheckOriginLines(uint64_t origin_size, uint32_t line_size) {
   if (line_size == 0 || origin_size / line_size < PackedLines::kMaxOriginLines) return Status::Ok();
@@ -141,7 +127,16 @@ Status CheckOriginLines(uint64_t origin_size, uint32_t line_size) {
 
 }  // namespace
 
-Engine::Impl::Impl(const EngineDevices& devices, const EngineConfig& cfg, const CacheIdentity& id)
+namespace {
+uint64_t LineSpaceOf(const std::vector<Engine::Impl::PlacedVolume>& placed) {
+  uint64_t end = 0;
+  for (const auto& p : placed) end = std::max(end, p.record.end());
+  return end;
+}
+}  // namespace
+
+Engine::Impl::Impl(const EngineDevices& devices, const EngineConfig& cfg, const CacheIdentity& id,
+                   const std::vector<PlacedVolume>& placed)
     : dev(devices), raw_origin(&volumes), origin_meter(&volumes), config(cfg),
       identity(id), line_size(id.line_size),
       blocks_per_line(id.line_size / kBlockSize), capacity(static_cast<uint32_t>(id.line_count)),
@@ -149,9 +144,15 @@ Engine::Impl::Impl(const EngineDevices& devices, const EngineConfig& cfg, const 
       dirty_low_pct(cfg.dirty_low_pct),
       cleaner_batch_lines(cfg.cleaner_batch_lines),
       admission(cfg.sequential_cutoff, cfg.admit_after_misses),
-      slots(capacity, blocks_per_line, id, cfg.policy, cfg.promote_after_hits, stats),
-      pin_limit_lines(uint64_t{capacity} * kPinLimitPct / 100), heat(id.origin_size, id.line_size) {
-  volumes.Publish(0, 0, devices.origin);
+      slots(capacity, blocks_per_line, id, LineSpaceOf(placed), cfg.policy, cfg.promote_after_hits, stats),
+      pin_limit_lines(uint64_t{capacity} * kPinLimitPct / 100), heat(LineSpaceOf(placed), id.line_size) {
+  MutexLock lock(volume_mu);  // nothing runs yet; for the analysis
+  for (const PlacedVolume& p : placed) {
+    LiveVolume* v = volumes.Publish(p.record.id, p.record.base, p.origin);
+    v->accepting.store(p.record.state == VolumeRecord::State::kActive);
+    v->sequential_cutoff.store(p.record.sequential_cutoff.value_or(kCacheCutoff));
+    volume_table.push_back(p.record);
+  }
   slots.CountVolumesIn(&volumes);
   dev.origin = &origin_meter;
 }
@@ -166,6 +167,7 @@ Engine::Impl::~Impl() {
 Status Engine::Impl::WriteSuperblock(bool clean_shutdown) {
   Superblock sb;
   sb.identity = identity;
+  sb.line_space = volumes.size_bytes();
   sb.clean_shutdown = clean_shutdown;
   sb.dirty_at_shutdown = stats.dirty_lines.load() > 0;
   AlignedBuffer buf(kSuperblockSize);
@@ -231,9 +233,11 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineDevices& d, const Eng
     CACHECORE_RETURN_IF_ERROR(d.metadata->PutConfig(key, std::to_string(value), false));
   }
   CACHECORE_RETURN_IF_ERROR(Impl::ResetPlacement(d.metadata));
+  const VolumeRecord first{0, d.origin_name, 0, id.origin_size, id.origin_identity, VolumeRecord::State::kActive, std::nullopt};
+  CACHECORE_RETURN_IF_ERROR(d.metadata->PutConfig(kVolumesKey, EncodeVolumeTable({first}), false));
   CACHECORE_RETURN_IF_ERROR(d.metadata->PutIdentity(id, true));
   ReachedStep("attach-1-store-formatted");
-  auto impl = std::make_unique<Impl>(d, cfg, id);
+  auto impl = std::make_unique<Impl>(d, cfg, id, std::vector<Impl::PlacedVolume>{{first, d.origin}});
   CACHECORE_RETURN_IF_ERROR(impl->PersistDirtyMap(Impl::MapWrite::kAll));  // all clean
   impl->WriteSyncMark(d.metadata->LatestSequence());  // the identity, synced above
   CACHECORE_RETURN_IF_ERROR(impl->WriteSuperblock(false));
@@ -260,8 +264,8 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineDevices& d, const Engin
   CACHECORE_RETURN_IF_ERROR(CheckFormatVersion(stored->format_version, "the metadata store"));
   // An upgrade cut short leaves the two at different versions: both known,
   // and the upgrade runs again below.
-  const bool upgrade = sb->identity.format_version < kFormatVersion ||
-                       stored->format_version < kFormatVersion;
+  const uint32_t from_version = std::min(sb->identity.format_version, stored->format_version);
+  const bool upgrade = from_version < kFormatVersion;
   stored->format_version = sb->identity.format_version;
   std::string diff = DescribeIdentityDifference(sb->identity, stored.value(), "the superblock",
                                                 "the metadata store");
@@ -269,8 +273,15 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineDevices& d, const Engin
     return Status::Mismatch("the cache device and the metadata store belong to different caches: " +
                             diff);
   }
-  CACHECORE_RETURN_IF_ERROR(CheckOrigin(sb->identity, d.origin, config.line_size));
-  CACHECORE_RETURN_IF_ERROR(CheckOriginLines(sb->identity.origin_size, sb->identity.line_size));
+  Result<std::vector<Impl::PlacedVolume>> placed = PlaceVolumes(d, sb->identity, upgrade);
+  if (!placed.ok()) return placed.status();
+  if (config.line_size != 0 && config.line_size != sb->identity.line_size) {
+    return Status::Mismatch("line size: the cache uses " + std::to_string(sb->identity.line_size) +
+                            " bytes, " + std::to_string(config.line_size) + " was asked for");
+  }
+  for (const Impl::PlacedVolume& p : placed.value()) {
+    CACHECORE_RETURN_IF_ERROR(CheckOriginLines(p.record.end(), sb->identity.line_size));
+  }
   CACHECORE_RETURN_IF_ERROR(CheckSyncMark(d.cache, sb->identity.uuid, d.metadata->LatestSequence()));
   if (kDataOffset + sb->identity.line_count * sb->identity.line_size > d.cache->size_bytes()) {
     return Status::Mismatch("the cache device is smaller than its superblock says");
@@ -296,7 +307,7 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineDevices& d, const Engin
     cfg.dirty_low_pct = defaults.dirty_low_pct;
     cfg.cleaner_batch_lines = defaults.cleaner_batch_lines;
   }
-  auto impl = std::make_unique<Impl>(d, cfg, sb->identity);
+  auto impl = std::make_unique<Impl>(d, cfg, sb->identity, placed.value());
   impl->LoadPlacement();  // before the lines: pinned ones stay out of the policy
   std::vector<uint32_t> changed;
   CACHECORE_RETURN_IF_ERROR(impl->LoadLines(sb->clean_shutdown, &changed));
@@ -305,7 +316,7 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineDevices& d, const Engin
   CACHECORE_RETURN_IF_ERROR(impl->WriteSuperblock(false));
   CACHECORE_RETURN_IF_ERROR(impl->PersistDirtyMap(Impl::MapWrite::kAll));  // what the records say, exactly
   if (upgrade) {
-    CACHECORE_RETURN_IF_ERROR(impl->UpgradeFormat(changed));
+    CACHECORE_RETURN_IF_ERROR(impl->UpgradeFormat(changed, from_version));
   } else {
     CACHECORE_RETURN_IF_ERROR(impl->RewriteRecords(changed));
   }
@@ -358,8 +369,10 @@ void CountOutcome(const Engine::Impl::Tally& tally, const DirectionCounters& cou
 
 // The stream detector sees every request. What does not bypass is heat for
 // placement; a stream past the cutoff is no candidate for it either.
-bool Engine::Impl::BypassAndHeat(uint64_t offset, uint64_t length) {
-  bool bypass = admission.SequentialBypass(offset, length);
+bool Engine::Impl::BypassAndHeat(uint64_t offset, uint64_t length, const LiveVolume& volume) {
+  const uint64_t own = volume.sequential_cutoff.load(std::memory_order_relaxed);
+  bool bypass = own == kCacheCutoff ? admission.SequentialBypass(offset, length)
+                                    : admission.SequentialBypass(offset, length, own);
   if (bypass) LiveStats::Bump(stats.bypassed);
   else heat.Record(offset, length);
   return bypass;
@@ -462,7 +475,10 @@ StatsSnapshot Engine::stats() const {
   s.policy = impl_->slots.PolicyState();
   return s;
 }
-void Engine::ResetStats() { impl_->stats.ResetCounters(); }
+void Engine::ResetStats() {
+  impl_->stats.ResetCounters();
+  for (LiveVolume* v : impl_->volumes.All()) v->counters.ResetAccessCounters();
+}
 uint32_t Engine::line_size() const { return impl_->line_size; }
 uint64_t Engine::capacity_lines() const { return impl_->capacity; }
 bool Engine::started_from_snapshot() const { return impl_->started_from_snapshot; }

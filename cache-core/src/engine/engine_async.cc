@@ -431,7 +431,7 @@ void Engine::ReadAsync(uint64_t offset, void* buffer, uint64_t length, EngineCom
   LiveStats::Bump(impl_->stats.read_bytes, length);
   LiveStats::Bump(volume->counters.read_requests);
   LiveStats::Bump(volume->counters.read_bytes, length);
-  const bool bypass = impl_->BypassAndHeat(offset, length);
+  const bool bypass = impl_->BypassAndHeat(offset, length, *volume);
   const AsyncJob job{AsyncJob::kRead, offset, length, static_cast<uint8_t*>(buffer), false, bypass, done};
   if (Reactor::Current() != nullptr) return impl_->RunOnReactor(job, nullptr);
   impl_->RunOffReactor(job);
@@ -447,7 +447,7 @@ void Engine::WriteAsync(uint64_t offset, const void* buffer, uint64_t length, bo
   LiveStats::Bump(impl_->stats.write_bytes, length);
   LiveStats::Bump(volume->counters.write_requests);
   LiveStats::Bump(volume->counters.write_bytes, length);
-  const bool bypass = impl_->BypassAndHeat(offset, length);
+  const bool bypass = impl_->BypassAndHeat(offset, length, *volume);
   // Only read from: the cast fits the job's one buffer field.
   auto* in = const_cast<uint8_t*>(static_cast<const uint8_t*>(buffer));
   AsyncJob job{AsyncJob::kWrite, offset, length, in, fua, bypass, done};

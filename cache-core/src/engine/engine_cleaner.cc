@@ -226,11 +226,11 @@ Result<uint64_t> Engine::Impl::CleanLines(const std::vector<uint64_t>& lines,
   return cleaned;
 }
 
-Status Engine::Impl::FlushAll(const FlushProgress& progress) {
+Status Engine::Impl::FlushAll(const FlushProgress& progress, uint64_t first, uint64_t end) {
   // The lines dirty now, in origin order. Lines dirtied later belong to the
   // next flush: under sustained writes a flush that chased them would never
   // end (each line is cleaned once here, with what it holds by then).
-  std::vector<uint64_t> pending = slots.DirtyLines();
+  std::vector<uint64_t> pending = slots.DirtyLines(first, end);
   const uint64_t total = pending.size();
   if (progress) progress(total, total);
   int failures = 0, idle = 0;

@@ -27,6 +27,7 @@
 #include "engine/volume_set.h"
 #include "engine/writeback_controller.h"
 #include "cachecore/engine/engine.h"
+#include "cachecore/metadata/volume_table.h"
 #include "placement/heat_map.h"
 #include "placement/line_intervals.h"
 #include "placement/movement_log.h"
@@ -79,7 +80,13 @@ class RequestInFlight {
 };
 
 struct Engine::Impl {
-  Impl(const EngineDevices& devices, const EngineConfig& config, const CacheIdentity& identity);
+  // A volume of the table and its origin, as Create and Open found them.
+  struct PlacedVolume {
+    VolumeRecord record;
+    BlockDevice* origin;
+  };
+  Impl(const EngineDevices& devices, const EngineConfig& config, const CacheIdentity& identity,
+       const std::vector<PlacedVolume>& placed);
   ~Impl();
 
   // ---- geometry
@@ -89,7 +96,8 @@ struct Engine::Impl {
   uint64_t OriginOffset(uint64_t line, uint32_t block) const {
     return line * line_size + uint64_t{block} * kBlockSize;
   }
-  uint64_t OriginLines() const { return cachecore::OriginLines(identity); }
+  // The lines of the line space in use (the last volume's end).
+  uint64_t OriginLines() const { return (volumes.size_bytes() + line_size - 1) / line_size; }
   StripeLock& StripeOf(uint64_t line) { return stripes[StripeIndex(line)]; }
   static size_t StripeIndex(uint64_t line) { return (line * 0x9E3779B97F4A7C15ull >> 32) % kStripes; }
   CacheMode EffectiveMode() const {
@@ -120,7 +128,8 @@ struct Engine::Impl {
   // Whether the request bypasses the cache as part of a sequential stream
   // past the cutoff (counted); otherwise its range is heat for placement.
   // Once per request: the stream detector sees each one.
-  bool BypassAndHeat(uint64_t offset, uint64_t length);
+  // `volume`'s own cutoff when it has one, the cache's otherwise.
+  bool BypassAndHeat(uint64_t offset, uint64_t length, const LiveVolume& volume);
   Status SyncRequest();
   // A request's blocks as hits and misses, for the cache and for the
   // volume holding `offset`.
@@ -448,7 +457,8 @@ struct Engine::Impl {
   // Cleans those of `lines` that are dirty; lines whose stripe is busy (or
   // all of them, after an error) are appended to `busy` when given.
   Result<uint64_t> CleanLines(const std::vector<uint64_t>& lines, std::vector<uint64_t>* busy);
-  Status FlushAll(const FlushProgress& progress);
+  // Cleans the lines of [first, end) dirty now (all: the whole line space).
+  Status FlushAll(const FlushProgress& progress, uint64_t first = 0, uint64_t end = kNoLine);
   // Leaving write-back (the mode already changed): waits for the write-back
   // writes that saw the old mode, then flushes until no line is dirty.
   Status CleanForModeSwitch(const FlushProgress& progress);
@@ -484,10 +494,32 @@ struct Engine::Impl {
   bool LoadSnapshot(uint64_t origin_lines);
   bool started_from_snapshot = false;
   Status RewriteRecords(const std::vector<uint32_t>& changed);
-  // A cache of an older format (kOldestFormatVersion..) in this build's;
-  // `changed` as LoadLines left it.
-  Status UpgradeFormat(const std::vector<uint32_t>& changed);
+  // A cache of an older format (`from`, kOldestFormatVersion..) in this
+  // build's; `changed` as LoadLines left it.
+  Status UpgradeFormat(const std::vector<uint32_t>& changed, uint32_t from);
   Status WriteSuperblock(bool clean_shutdown);
+
+  // ---- volumes (engine_volumes.cc)
+  // Bases are multiples of this, a whole alignment apart: 65,536 lines.
+  uint64_t VolumeAlignment() const { return uint64_t{65536} * line_size; }
+  // Saves `table` in the store, synced, then makes it the table in force.
+  Status SaveVolumeTable(std::vector<VolumeRecord> table) REQUIRES(volume_mu);
+  // After the published volumes changed: the dirty-region map over the
+  // line space now in use, then the superblock saying so, all pages of the
+  // map written and flushed.
+  Status PersistLineSpace();
+  // RemoveVolume's steps: clean the volume's dirty lines, then drop its
+  // lines from the cache (their records deleted, synced).
+  Status CleanVolume(const LiveVolume& v, const FlushProgress& progress);
+  Status DropVolumeLines(const LiveVolume& v);
+  // One clean line out of the cache, its record's delete in `batch` (its
+  // stripe taken here); kBusy for a dirty line or one being cleaned.
+  Status DropLine(uint64_t line, RecordBatch& batch);
+  Status FinishRemoval(const LiveVolume& v) REQUIRES(volume_mu);
+  // The lines [first, end) of `v` in the line space.
+  std::pair<uint64_t, uint64_t> VolumeLines(const LiveVolume& v) const {
+    return {v.base / line_size, (v.base + v.size + line_size - 1) / line_size};
+  }
 
   // ---- pinning and scheduled placement (engine_placement.cc, engine_mover.cc)
   // Pinned lines stay out of the eviction policy (so never victims); a line
@@ -556,7 +588,9 @@ struct Engine::Impl {
   Admission admission;
   SlotTable slots;  // after stats, which it counts into
 
-  Mutex manage_mu;  // one Flush / SetMode / Shutdown at a time
+  Mutex manage_mu;  // one Flush / SetMode / Shutdown / AddVolume / RemoveVolume at a time
+  Mutex volume_mu;  // after manage_mu
+  std::vector<VolumeRecord> volume_table GUARDED_BY(volume_mu);
   // One flush epoch in flight at a time (SyncAll; CleanForModeSwitch's
   // beginning): a flush that completes after a later one began would make
   // BlockEpochs' sweep answer wrongly (engine/block_epochs.h).
@@ -603,6 +637,12 @@ struct Engine::Impl {
 // volume then in `volume`).
 Status CheckRange(const Engine::Impl& impl, uint64_t offset, uint64_t length,
                   LiveVolume** volume = nullptr);
+// Open: the volume table (the store's; for a cache of format 2, its
+// origin as volume 0) with each volume's origin from `devices`, checked
+// against what the table recorded (size, identity). kMismatch naming the
+// volume whose origin is missing or wrong.
+Result<std::vector<Engine::Impl::PlacedVolume>> PlaceVolumes(const EngineDevices& devices,
+                                                             const CacheIdentity& identity, bool upgrade);
 // After a metadata write or sync failed: the store's failure (nothing that
 // changes what the cache holds is accepted then); OK otherwise.
 Status RefuseIfMetadataFailed(const Engine::Impl& impl);

@@ -105,8 +105,12 @@ void Engine::Impl::MoverLoop() {
 uint64_t Engine::Impl::FillLine(uint64_t line, uint8_t* buffer) {
   std::lock_guard cell(StripeOf(line));
   if (shut_down.load() || EffectiveMode() == CacheMode::kPassThrough) return 0;
+  // Checked under the stripe: a volume being removed drops its lines under
+  // theirs, so none is filled again behind it.
+  const LiveVolume* v = volumes.Find(line * line_size);
+  if (v == nullptr || !v->accepting.load()) return 0;
   const uint32_t blocks = static_cast<uint32_t>(
-      std::min<uint64_t>(blocks_per_line, (identity.origin_size - line * line_size) / kBlockSize));
+      std::min<uint64_t>(blocks_per_line, (v->base + v->size - line * line_size) / kBlockSize));
   std::optional<uint32_t> slot = slots.Find(line);
   if (slot && slots.ValidBlocks(*slot) >= blocks) return 0;
   const size_t my_stripe = StripeIndex(line);

@@ -20,9 +20,10 @@ constexpr size_t kHottestShown = 10;
 // The lines a byte range touches, rounded out: [first, end).
 Result<std::pair<uint64_t, uint64_t>> LinesOf(const Engine::Impl& impl, uint64_t offset, uint64_t length) {
   if (length == 0) return Status::InvalidArgument("the range is empty");
-  const uint64_t size = impl.identity.origin_size;
-  if (offset >= size || length > size - offset) {
-    return Status::OutOfRange("the range ends beyond the volume (" + std::to_string(size) + " bytes)");
+  if (impl.volumes.Find(offset, length) == nullptr) {
+    const LiveVolume* v = impl.volumes.Find(offset);
+    return Status::OutOfRange(v ? "the range ends beyond the volume (" + std::to_string(v->size) + " bytes)"
+                                : "the range starts in no volume");
   }
   return std::pair{offset / impl.line_size, (offset + length + impl.line_size - 1) / impl.line_size};
 }
@@ -32,7 +33,10 @@ std::string Mib(uint64_t bytes) { return std::to_string(bytes >> 20) + " MiB"; }
 }  // namespace
 
 uint64_t Engine::Impl::LinesBytes(uint64_t first, uint64_t end) const {
-  return std::min(end * line_size, identity.origin_size) - first * line_size;
+  // The last line of a volume may be cut short by its end.
+  const LiveVolume* v = volumes.Find(first * line_size);
+  const uint64_t limit = v ? v->base + v->size : end * line_size;
+  return std::min(end * line_size, limit) - first * line_size;
 }
 
 void Engine::Impl::LoadPlacement() {

@@ -117,20 +117,30 @@ bool Engine::Impl::LoadSnapshot(uint64_t origin_lines) {
 // load emptied, `changed`'s free ones), then the store's identity, then the
 // superblock: a crash between leaves versions that differ, both known, and
 // the next start upgrades again (records of either format read alike).
-Status Engine::Impl::UpgradeFormat(const std::vector<uint32_t>& changed) {
-  std::vector<uint32_t> all;
-  for (uint32_t slot = 0; slot < capacity; ++slot) {
-    if (slots.LineOf(slot) != kNoLine) all.push_back(slot);
-  }
-  for (uint32_t slot : changed) {
-    if (slots.LineOf(slot) == kNoLine) all.push_back(slot);  // its record is deleted
+// From format 2 the records stay as they are (format 3 adds the volume
+// table; the cache is its volume 0, at 0).
+Status Engine::Impl::UpgradeFormat(const std::vector<uint32_t>& changed, uint32_t from) {
+  std::vector<uint32_t> all = changed;
+  if (from < 2) {
+    all.clear();
+    for (uint32_t slot = 0; slot < capacity; ++slot) {
+      if (slots.LineOf(slot) != kNoLine) all.push_back(slot);
+    }
+    for (uint32_t slot : changed) {
+      if (slots.LineOf(slot) == kNoLine) all.push_back(slot);  // its record is deleted
+    }
   }
   ReachedStep("upgrade-1-begun");  // a test point
   CACHECORE_RETURN_IF_ERROR(RewriteRecords(all));
   ReachedStep("upgrade-2-records-rewritten");  // a test point
+  {
+    MutexLock lock(volume_mu);  // Open's: nothing else runs
+    CACHECORE_RETURN_IF_ERROR(dev.metadata->PutConfig(kVolumesKey, EncodeVolumeTable(volume_table), false));
+  }
   identity.format_version = kFormatVersion;
   CACHECORE_RETURN_IF_ERROR(dev.metadata->PutIdentity(identity, true));
-  return WriteSuperblock(false);
+  // The superblock, and the dirty-region map's pages under format 3's seed.
+  return PersistLineSpace();
 }
 
 // In batches, the last one synced: each record stands alone (one not

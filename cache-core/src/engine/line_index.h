@@ -39,6 +39,8 @@ class PackedLines {
     low_[slot] = static_cast<uint32_t>(v);
     if (wide_) high_[slot] = static_cast<uint8_t>(v >> 32);
   }
+  // Whether line numbers below `origin_lines` fit.
+  bool Holds(uint64_t origin_lines) const { return wide_ ? origin_lines < kMaxOriginLines : origin_lines < UINT32_MAX; }
   size_t MemoryBytes() const { return low_.capacity() * 4 + high_.capacity(); }
   // The arrays as bytes, for a snapshot to be written from or read into
   // (the high bytes empty when the lines fit in 4).

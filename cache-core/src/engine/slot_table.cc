@@ -25,11 +25,11 @@ constexpr uint64_t kBlockBytes = 4096;  // a block of a line
 }  // namespace
 
 SlotTable::SlotTable(uint32_t capacity, uint32_t blocks_per_line, const CacheIdentity& identity,
-                     PolicyKind policy, uint32_t promote_after_hits, LiveStats& stats)
+                     uint64_t line_space, PolicyKind policy, uint32_t promote_after_hits, LiveStats& stats)
     : capacity_(capacity),
       blocks_per_line_(blocks_per_line),
       stats_(stats),
-      lines_(capacity, OriginLines(identity)),
+      lines_(capacity, (line_space + identity.line_size - 1) / identity.line_size),
       // One block a line: the counts are its flags.
       slot_valid_blocks_(blocks_per_line > 1 ? capacity : 0, 0),
       slot_dirty_blocks_(blocks_per_line > 1 ? capacity : 0, 0),
@@ -43,7 +43,7 @@ SlotTable::SlotTable(uint32_t capacity, uint32_t blocks_per_line, const CacheIde
       policy_(NewEvictionPolicy(policy, capacity, promote_after_hits,
                                 [this](uint32_t slot) { return lines_.Get(slot); })),
       policy_kind_(policy),
-      dirty_map_(identity) {}
+      dirty_map_(identity, line_space) {}
 
 uint64_t SlotTable::EnterWrite() {
   for (;;) {
@@ -474,12 +474,29 @@ bool SlotTable::AllDirty(uint64_t first_line, uint64_t last_line) {
   return true;
 }
 
-std::vector<uint64_t> SlotTable::DirtyLines() {
+std::vector<uint64_t> SlotTable::DirtyLines(uint64_t first, uint64_t end) {
   MutexLock lock(mu_);
   std::vector<uint64_t> lines;
-  lines.reserve(dirty_lines_.size());
-  dirty_lines_.AppendRange(0, kNoLine, SIZE_MAX, lines);
+  if (first == 0 && end == kNoLine) lines.reserve(dirty_lines_.size());
+  dirty_lines_.AppendRange(first, end, SIZE_MAX, lines);
   return lines;
+}
+
+std::vector<uint64_t> SlotTable::CachedLinesIn(uint64_t first, uint64_t end) {
+  MutexLock lock(mu_);
+  std::vector<uint64_t> lines;
+  ForEachCachedLineLocked(first, end, [&](uint32_t, uint64_t line) { lines.push_back(line); });
+  return lines;
+}
+
+void SlotTable::ResizeDirtyMap(const CacheIdentity& identity, uint64_t line_space) {
+  MutexLock lock(mu_);
+  DirtyMap resized(identity, line_space);
+  std::vector<uint64_t> dirty;
+  dirty_lines_.AppendRange(0, kNoLine, SIZE_MAX, dirty);
+  for (uint64_t line : dirty) resized.LineDirty(line);
+  resized.MarkAllChanged();
+  dirty_map_ = std::move(resized);
 }
 
 std::optional<uint32_t> SlotTable::BeginCleaning(uint64_t line, bool& busy) {

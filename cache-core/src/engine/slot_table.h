@@ -114,8 +114,9 @@ class WriteEpoch {
 
 class SlotTable {
  public:
+  // `line_space`: bytes of the line space in use (VolumeSet::size_bytes()).
   SlotTable(uint32_t capacity, uint32_t blocks_per_line, const CacheIdentity& identity,
-            PolicyKind policy, uint32_t promote_after_hits, LiveStats& stats);
+            uint64_t line_space, PolicyKind policy, uint32_t promote_after_hits, LiveStats& stats);
 
   uint32_t capacity() const { return capacity_; }
   uint32_t blocks_per_line() const { return blocks_per_line_; }
@@ -268,7 +269,16 @@ class SlotTable {
   // Up to `max` dirty lines in origin order from where the last call ended,
   // wrapping around.
   std::vector<uint64_t> NextDirtyLines(uint64_t max) EXCLUDES(mu_);
-  std::vector<uint64_t> DirtyLines() EXCLUDES(mu_);
+  std::vector<uint64_t> DirtyLines(uint64_t first = 0, uint64_t end = kNoLine) EXCLUDES(mu_);
+  // The cached lines of [first, end), in no particular order.
+  std::vector<uint64_t> CachedLinesIn(uint64_t first, uint64_t end) EXCLUDES(mu_);
+  // Whether RAM holds line numbers up to `lines` (the 4-byte form holds
+  // fewer than 2^32 - 1; line_index.h).
+  bool Addresses(uint64_t lines) const { return lines_.Holds(lines); }
+  // The dirty-region map over `line_space` bytes from now on (a volume
+  // added or removed), its regions set from the dirty lines; every page is
+  // written at the next persist.
+  void ResizeDirtyMap(const CacheIdentity& identity, uint64_t line_space) EXCLUDES(mu_);
   // Whether every line from first_line to last_line (inclusive) has a
   // dirty block: a write over them adds no dirty line.
   bool AllDirty(uint64_t first_line, uint64_t last_line) EXCLUDES(mu_);

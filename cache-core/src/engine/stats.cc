@@ -15,6 +15,9 @@ double StatsSnapshot::hit_ratio() const {
   return Ratio(read_hits + write_hits, read_misses + write_misses);
 }
 
+double VolumeInfo::read_hit_ratio() const { return Ratio(read_hits, read_misses); }
+double VolumeInfo::hit_ratio() const { return Ratio(read_hits + write_hits, read_misses + write_misses); }
+
 void LiveStats::Taken() {
   uint64_t now = in_flight.fetch_add(1, std::memory_order_relaxed) + 1;
   uint64_t peak = peak_in_flight.load(std::memory_order_relaxed);

@@ -30,6 +30,8 @@ namespace cachecore {
 
 // At most this many volumes in one cache.
 constexpr uint32_t kMaxVolumes = 64;
+// A volume without a cutoff of its own takes the cache's.
+constexpr uint64_t kCacheCutoff = UINT64_MAX;
 
 // A volume's own counters (stats NAME --volume VOL); relaxed atomics.
 struct VolumeCounters {
@@ -52,6 +54,8 @@ struct LiveVolume {
   // False once its removal began: new requests are refused, the mover
   // leaves its lines alone.
   std::atomic<bool> accepting{true};
+  // Its own sequential cutoff in bytes (0: off), or kCacheCutoff.
+  std::atomic<uint64_t> sequential_cutoff{kCacheCutoff};
   VolumeCounters counters;
   bool Contains(uint64_t offset, uint64_t length) const {
     return offset >= base && offset - base <= size && length <= size - (offset - base);

@@ -45,7 +45,7 @@ Result<CheckReport> CheckCache(BlockDevice* origin, BlockDevice* cache, Metadata
 
   const uint64_t line_size = sb->identity.line_size;
   // A last line that the origin's end cuts short is a line all the same.
-  const uint64_t origin_lines = OriginLines(sb->identity);
+  const uint64_t origin_lines = (sb->LineSpace() + line_size - 1) / line_size;
   std::unordered_set<uint64_t> seen;
   AlignedBuffer line_buf(line_size);
   Status walk = store->ForEachLine([&](uint64_t slot, const LineRecord& r) -> Status {

@@ -89,12 +89,12 @@ DamageReport AssessDamage(BlockDevice* cache, MetadataStore* store, const std::s
     Conclude(&r, {}, "the superblock (the last shutdown was clean, with no dirty data)");
     return r;
   }
-  Result<OriginRanges> map = DirtyMap::ReadStaleRanges(cache, sb->identity);
+  Result<OriginRanges> map = DirtyMap::ReadStaleRanges(cache, sb->identity, sb->LineSpace());
   if (!map.ok()) {
     r.dirty_source = "nothing: " + map.status().message();
     return r;
   }
-  DirtyMap geometry(sb->identity);
+  DirtyMap geometry(sb->identity, sb->LineSpace());
   Conclude(&r, map.value(), "the dirty-region map on the cache device (regions of " +
                                 std::to_string(geometry.region_size()) + " bytes)");
   return r;

@@ -7,6 +7,7 @@
 
 #include "cachecore/metadata/checksum.h"
 #include "cachecore/metadata/metadata_store.h"
+#include "cachecore/metadata/volume_table.h"
 
 namespace cachecore {
 
@@ -92,6 +93,7 @@ void EncodeSuperblock(const Superblock& sb, uint8_t* out) {
   Put64(out + 56, sb.identity.line_count);
   size_t n = std::min(sb.identity.origin_identity.size(), kIdentityField - 1);
   std::memcpy(out + 64, sb.identity.origin_identity.data(), n);
+  if (sb.identity.format_version >= 3) Put64(out + 64 + kIdentityField, sb.line_space);
   Put32(out + kSuperblockSize - 4, Crc32c(out, kSuperblockSize - 4));
 }
 
@@ -115,6 +117,7 @@ Superblock DecodeFields(const uint8_t* in) {
   sb.identity.line_count = Get64(in + 56);
   const char* ident = reinterpret_cast<const char*>(in + 64);
   sb.identity.origin_identity.assign(ident, strnlen(ident, kIdentityField));
+  if (sb.identity.format_version >= 3) sb.line_space = Get64(in + 64 + kIdentityField);
   return sb;
 }
 
@@ -337,7 +340,15 @@ Result<std::optional<SuperblockRepair>> PlanSuperblockRepair(BlockDevice* cache,
                                    wanted_line_size);
   if (checked.code() == StatusCode::kIoError) return checked;
   if (!checked.ok()) return Status::Corruption(refused + checked.message());
-  return std::optional<SuperblockRepair>(RepairFrom(stored.value(), damaged, cache));
+  SuperblockRepair repair = RepairFrom(stored.value(), damaged, cache);
+  if (stored->format_version >= 3) {  // the line space is the volume table's
+    Result<std::string> text = store->GetConfig(kVolumesKey);
+    Result<std::vector<VolumeRecord>> table =
+        text.ok() ? DecodeVolumeTable(text.value()) : Result<std::vector<VolumeRecord>>(text.status());
+    if (!table.ok()) return Status::Corruption(refused + "its volume table: " + table.status().message());
+    repair.superblock.line_space = LineSpaceBytes(table.value());
+  }
+  return std::optional<SuperblockRepair>(std::move(repair));
 }
 
 Result<std::optional<SuperblockRepair>> RepairSuperblock(BlockDevice* cache, BlockDevice* origin,

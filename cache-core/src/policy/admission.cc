@@ -9,8 +9,7 @@ Admission::Admission(uint64_t sequential_cutoff, uint32_t admit_after_misses)
   if (admit_after_ > 1) miss_counts_.assign(1 << 20, 0);
 }
 
-bool Admission::SequentialBypass(uint64_t offset, uint64_t length) {
-  uint64_t cutoff = cutoff_.load(std::memory_order_relaxed);
+bool Admission::SequentialBypass(uint64_t offset, uint64_t length, uint64_t cutoff) {
   if (cutoff == 0) return false;
   std::lock_guard lock(mu_);
   ++clock_;

@@ -18,7 +18,11 @@ class Admission {
 
   // Records the request in its stream; true when the stream has now moved
   // at least the cutoff sequentially (the request should bypass).
-  bool SequentialBypass(uint64_t offset, uint64_t length);
+  bool SequentialBypass(uint64_t offset, uint64_t length) {
+    return SequentialBypass(offset, length, cutoff_.load(std::memory_order_relaxed));
+  }
+  // The same with the cutoff of the request's volume (0: off).
+  bool SequentialBypass(uint64_t offset, uint64_t length, uint64_t cutoff);
   // Records a miss of `line`; true when the line may be allocated now.
   bool AdmitOnMiss(uint64_t line);
   // Whether every miss is admitted (AdmitOnMiss records nothing and says yes).

@@ -18,6 +18,9 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "cachecore/base/clock.h"
 #include "cachecore/devices/block_device.h"
@@ -68,13 +71,27 @@ class EngineCompletion {
 // Cleaning progress, for Flush(): dirty lines left and at the start.
 using FlushProgress = std::function<void(uint64_t remaining_lines, uint64_t total_lines)>;
 
+// A volume's origin by the volume's name (Engine::Open of a cache with
+// several volumes).
+struct VolumeOrigin {
+  std::string name;
+  BlockDevice* device = nullptr;
+};
+
 struct EngineDevices {
+  // Create: the first volume's origin. Open: the origin of a cache with one
+  // volume (whatever its name), unless `volumes` names them.
   BlockDevice* origin = nullptr;
   BlockDevice* cache = nullptr;
   MetadataStore* metadata = nullptr;
   // The time for the heat map, the movement log and the placement window;
   // nullptr: SystemClock(). Not owned; outlives the engine.
   Clock* clock = nullptr;
+  std::string origin_name = {};  // Create, and the upgrade of a cache of format 2: the first volume's name
+  // Open: every volume's origin, by name: each recorded volume must be
+  // given; others are not used (an add or a removal a crash cut short:
+  // Engine::volumes() says which the cache has). Empty: `origin`.
+  std::vector<VolumeOrigin> volumes = {};
 };
 
 // What Engine::Create may format over.
@@ -170,6 +187,35 @@ class Engine {
   PlacementSettings placement() const;
   // Movement by hour over the last day, and the hottest origin regions.
   MovementReport movement() const;
+
+  // ---- volumes (docs/design.md, "Volumes"). A cache serves one or more
+  // origins; volume v's byte x is byte v.base + x of the cache's line space,
+  // and every offset above is in the line space (the first volume is at 0).
+  // The slots, the policy, the cleaner and the mover are shared.
+  //
+  // Adds `origin` as volume `name` at the first free base, saved (synced)
+  // before it returns. Nothing changes when it is refused: kInvalidArgument
+  // for an origin not a multiple of 4 KiB or one the metadata cannot
+  // address (too many lines), kBusy for a name or an origin (by identity)
+  // a volume has already, kNoSpace past kMaxVolumes. An I/O error after
+  // the table was saved leaves the volume added (volumes() says so). The
+  // caller checks the name.
+  Result<VolumeInfo> AddVolume(const std::string& name, BlockDevice* origin);
+  // Takes volume `name` out: no new request of it is accepted; its dirty
+  // lines are cleaned (written to its origin, which is flushed); its lines
+  // leave the cache; then the volume is forgotten, durably. The others go
+  // on meanwhile. The caller has stopped the volume's requests first (one
+  // still running may fail). kNotFound, kBusy for the last volume (detach
+  // releases the cache), or the error that stopped the cleaning: the
+  // volume then stays, refusing requests, and RemoveVolume may be called
+  // again (so does a start after a crash: volumes() says `removing`).
+  Status RemoveVolume(const std::string& name, const FlushProgress& progress = {});
+  // Volume `name`'s own sequential cutoff in bytes (0: off), or none to
+  // take the cache's (SetSequentialCutoff). Saved; in force at once.
+  Status SetVolumeCutoff(const std::string& name, std::optional<uint64_t> bytes);
+  std::vector<VolumeInfo> volumes() const;
+  // kNotFound when no volume has that name.
+  Result<VolumeInfo> volume(const std::string& name) const;
 
   StatsSnapshot stats() const;
   void ResetStats();

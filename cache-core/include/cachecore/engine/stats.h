@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace cachecore {
@@ -57,6 +58,22 @@ struct StatsSnapshot {
   // I/O error, reads go on, until the cache is restarted (stop, start).
   bool metadata_failed = false;
 
+  double read_hit_ratio() const;
+  double hit_ratio() const;
+};
+
+// One volume of a cache (Engine::volumes()): where it lies in the line
+// space and its own share of the counters.
+struct VolumeInfo {
+  uint32_t id = 0;
+  std::string name;
+  uint64_t base = 0, size = 0;  // bytes
+  std::string origin_identity;
+  bool removing = false;  // RemoveVolume began and has not finished
+  std::optional<uint64_t> sequential_cutoff;  // its own; none: the cache's
+  uint64_t read_hits = 0, read_misses = 0, write_hits = 0, write_misses = 0;
+  uint64_t read_requests = 0, write_requests = 0, read_bytes = 0, write_bytes = 0;
+  uint64_t occupancy_lines = 0, dirty_lines = 0;
   double read_hit_ratio() const;
   double hit_ratio() const;
 };

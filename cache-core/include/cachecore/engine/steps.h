@@ -15,6 +15,11 @@
 //   detach-1-flushed             every line clean
 //   detach-2-shut-down           clean shutdown recorded in the superblock
 //   detach-3-superblock-erased   the cache device released
+//   add-1-table-saved            a volume added to the store's table, not yet served
+//   add-2-line-space-saved       ... the superblock and dirty-region map cover it
+//   remove-1-marked              a volume marked removing: refuses requests
+//   remove-2-dropped             ... its dirty lines cleaned, its lines dropped (synced)
+//   remove-3-forgotten           ... gone from the store's table
 #pragma once
 
 namespace cachecore {

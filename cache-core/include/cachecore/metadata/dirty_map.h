@@ -12,6 +12,7 @@
 //
 // On the cache device, at kDirtyMapOffset, pages of 4 KiB (little-endian):
 //   0  u32  CRC32C of bytes 4..4095, seeded with the CRC32C of the cache UUID
+//           (format 3: of the UUID, then the region size as a u64)
 //   4  u32  page index
 //   8  bits, region r at bit (r % kRegionsPerPage) of page r / kRegionsPerPage
 // Regions are a power-of-two number of lines, as few as keep the count at or
@@ -32,12 +33,14 @@ constexpr uint32_t kDirtyMapPageSize = 4096;
 constexpr uint32_t kRegionsPerPage = (kDirtyMapPageSize - 8) * 8;
 constexpr uint32_t kMaxDirtyRegions = 256 * 1024;
 
-// Byte ranges of the origin: {offset, length}.
+// Byte ranges of the origin (format 3: of the line space): {offset, length}.
 using OriginRanges = std::vector<std::pair<uint64_t, uint64_t>>;
 
 class DirtyMap {
  public:
-  explicit DirtyMap(const CacheIdentity& identity);
+  // Regions over the line space in use (`line_space` bytes: a cache of
+  // format 2, its origin's size; Superblock::LineSpace()).
+  DirtyMap(const CacheIdentity& identity, uint64_t line_space);
 
   uint64_t region_size() const { return region_size_; }
   uint32_t page_count() const { return pages_; }
@@ -64,14 +67,18 @@ class DirtyMap {
 
   // Reads the map of the cache `identity` describes from `cache`: the origin
   // ranges that may be stale. kCorruption when a page fails its checksum.
-  static Result<OriginRanges> ReadStaleRanges(BlockDevice* cache, const CacheIdentity& identity);
+  static Result<OriginRanges> ReadStaleRanges(BlockDevice* cache, const CacheIdentity& identity,
+                                              uint64_t line_space);
+  uint64_t line_space() const { return line_space_; }
 
  private:
   uint32_t RegionOf(uint64_t line) const { return static_cast<uint32_t>(line / lines_per_region_); }
   void EncodePage(uint32_t page, uint8_t* out) const;
 
   Uuid uuid_;
+  uint64_t line_space_;
   uint64_t region_size_;
+  uint64_t seeded_region_size_;  // format 3: region_size_; before, 0 (the CRC seed is the UUID's alone)
   uint64_t lines_per_region_;
   uint32_t regions_;
   uint32_t pages_;

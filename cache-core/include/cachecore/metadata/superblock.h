@@ -14,7 +14,12 @@
 //   48  u64      data offset: where line 0 starts on the cache device
 //   56  u64      line count
 //   64  char[256] origin identity, NUL-padded
+//   320 u64      format 3: the line space in use, in bytes (the end of the
+//                last volume, docs/design.md "Volumes"); before: 0, the
+//                origin's size
 //   4092 u32     CRC32C of bytes 0..4091
+// From format 3 the origin fields name the cache's first volume as it was
+// attached (the volume table in the store names them all).
 #pragma once
 
 #include <array>
@@ -32,8 +37,9 @@ class MetadataStore;
 // The metadata format this build writes. 2: each line record carries the
 // flush epoch it was built in, and the store the last completed flush, so a
 // start derives which records are stable instead of rewriting them
-// (docs/design.md, "Format versions").
-constexpr uint32_t kFormatVersion = 2;
+// (docs/design.md, "Format versions"). 3: a cache serves several volumes
+// (metadata/volume_table.h); a cache of format 2 is one volume at base 0.
+constexpr uint32_t kFormatVersion = 3;
 // The oldest format a start upgrades in place.
 constexpr uint32_t kOldestFormatVersion = 1;
 // Ok for a format this build reads; kNotSupported saying why for a newer
@@ -74,6 +80,8 @@ struct Superblock {
   bool clean_shutdown = false;
   bool dirty_at_shutdown = false;  // only the cache holds some data
   uint64_t data_offset = kDataOffset;
+  uint64_t line_space = 0;  // format 3; 0 before (then LineSpace() is the origin's size)
+  uint64_t LineSpace() const { return line_space != 0 ? line_space : identity.origin_size; }
 };
 
 // Encodes into exactly kSuperblockSize bytes at `out`.

@@ -253,6 +253,12 @@ TEST_P(Format2Test, AVersion2CacheOpensWarmWithItsDirtyData) {
     EXPECT_EQ((*e)->stats().dirty_lines, 48u);
     ExpectFixtureData(**e);
     ExpectFormat(f, kFormatVersion);
+    // Format 3: the cache is its one volume, at 0, all its lines its own.
+    std::vector<VolumeInfo> volumes = (*e)->volumes();
+    ASSERT_EQ(volumes.size(), 1u);
+    EXPECT_EQ(volumes[0].base, 0u);
+    EXPECT_EQ(volumes[0].size, f.origin->size_bytes());
+    EXPECT_EQ(volumes[0].dirty_lines, 48u);
     ASSERT_TRUE((*e)->Flush().ok());
     ASSERT_TRUE((*e)->Shutdown().ok());
   }

@@ -132,8 +132,8 @@ Result<VolumeInfo> Engine::AddVolume(const std::string& name, BlockDevice* origi
   const uint64_t base = im.volumes.FreeBase(size, im.VolumeAlignment());
   const uint64_t end_lines = (std::max(base + size, im.volumes.size_bytes()) + im.line_size - 1) / im.line_size;
   if (end_lines >= PackedLines::kMaxOriginLines || !im.slots.Addresses(end_lines)) {
-    return Status::InvalidArgument("a volume of " + std::to_string(size) + " bytes does not fit the lines this cache addresses (" +
-                                   std::to_string(im.line_size) + "-byte lines: restart the cache to address more, or use a larger --line-size)");
+    return Status::InvalidArgument("a volume of " + std::to_string(size) + " bytes would end past the lines this cache addresses (" +
+                                   std::to_string(im.line_size) + "-byte lines, numbered below 2^32 in RAM): a cache with a larger --line-size addresses more");
   }
   std::vector<VolumeRecord> table = im.volume_table;
   table.push_back({id, name, base, size, origin->identity(), VolumeRecord::State::kActive, std::nullopt});

@@ -38,9 +38,9 @@ struct NbdRequest {
 };
 
 NbdConnection::NbdConnection(int fd, BlockBackend* backend, const NbdServerOptions* options,
-                             BufferBudget* budget, bool handshake, const NbdTls* tls)
-    : fd_(fd), serve_fd_(fd), handshake_(handshake), tls_(tls), backend_(backend), options_(options),
-      budget_(budget) {}
+                             BufferBudget* budget, bool handshake, const NbdTls* tls, ExportResolver* exports)
+    : fd_(fd), serve_fd_(fd), handshake_(handshake), tls_(tls), backend_(backend), exports_(exports),
+      options_(options), budget_(budget) {}
 
 NbdConnection::~NbdConnection() { close(fd_); }
 
@@ -157,7 +157,7 @@ bool NbdConnection::Handshake() {
       continue;
     }
     if (option == kOptExportName) {
-      if (!ExportNameMatches(std::string(data.begin(), data.end()))) return false;
+      if (!SelectExport(std::string(data.begin(), data.end()))) return false;
       uint8_t reply[10 + 124] = {};
       PutBe64(reply, backend_->size());
       PutBe16(reply + 8, TransmissionFlags());
@@ -180,11 +180,15 @@ bool NbdConnection::HandleOption(uint32_t option, const std::vector<uint8_t>& da
       return StartTls(option, data);
     case kOptList: {
       if (!data.empty()) return SendOptionReply(option, kRepErrInvalid, nullptr, 0);
-      std::vector<uint8_t> entry(4 + options_->export_name.size());
-      PutBe32(entry.data(), static_cast<uint32_t>(options_->export_name.size()));
-      std::memcpy(entry.data() + 4, options_->export_name.data(), options_->export_name.size());
-      return SendOptionReply(option, kRepServer, entry.data(), static_cast<uint32_t>(entry.size())) &&
-             SendOptionReply(option, kRepAck, nullptr, 0);
+      const std::vector<std::string> names =
+          exports_ ? exports_->Names() : std::vector<std::string>{options_->export_name};
+      for (const std::string& name : names) {
+        std::vector<uint8_t> entry(4 + name.size());
+        PutBe32(entry.data(), static_cast<uint32_t>(name.size()));
+        std::memcpy(entry.data() + 4, name.data(), name.size());
+        if (!SendOptionReply(option, kRepServer, entry.data(), static_cast<uint32_t>(entry.size()))) return false;
+      }
+      return SendOptionReply(option, kRepAck, nullptr, 0);
     }
     case kOptInfo:
     case kOptGo: {
@@ -197,7 +201,7 @@ bool NbdConnection::HandleOption(uint32_t option, const std::vector<uint8_t>& da
         return SendOptionReply(option, kRepErrInvalid, nullptr, 0);
       }
       std::string name(data.begin() + 4, data.begin() + 4 + name_len);
-      if (!ExportNameMatches(name)) return SendOptionReply(option, kRepErrUnknown, nullptr, 0);
+      if (!SelectExport(name)) return SendOptionReply(option, kRepErrUnknown, nullptr, 0);
       if (!SendExportInfo(option)) return false;
       *go = option == kOptGo;
       return true;
@@ -257,8 +261,12 @@ bool NbdConnection::HandshakeWrite(const iovec* iov, int count) {
   return true;
 }
 
-bool NbdConnection::ExportNameMatches(const std::string& name) const {
-  return name.empty() || name == options_->export_name;
+bool NbdConnection::SelectExport(const std::string& name) {
+  if (exports_ == nullptr) return name.empty() || name == options_->export_name;
+  BlockBackend* chosen = exports_->Resolve(name, this);
+  if (chosen == nullptr) return false;
+  backend_ = chosen;
+  return true;
 }
 
 uint16_t NbdConnection::TransmissionFlags() const {

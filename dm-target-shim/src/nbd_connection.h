@@ -11,6 +11,8 @@
 #include <mutex>
 #include <string>
 #include <vector>
+#include <string>
+#include <vector>
 
 #include "cachecore/devices/block_device.h"
 #include "shim/block_backend.h"
@@ -22,15 +24,33 @@ struct NbdRequest;
 class BufferBudget;
 class TlsSession;
 
+class NbdConnection;
+
+// The exports a connection may serve, by the name its client asks for
+// (the server's table). Thread-safe.
+class ExportResolver {
+ public:
+  // The backend of export `name` ("": the default export), or nullptr when
+  // there is none. With `binding` the connection is recorded as serving it
+  // (a removal of the export ends it) in the same step.
+  virtual BlockBackend* Resolve(const std::string& name, NbdConnection* binding) = 0;
+  virtual std::vector<std::string> Names() = 0;
+
+ protected:
+  ~ExportResolver() = default;
+};
+
 class NbdConnection {
  public:
-  // handshake: false for a peer that is already past it (the kernel).
+  // handshake: false for a peer that is already past it (the kernel):
+  // `backend` is what it serves. With a handshake the client's choice of
+  // export, through `exports`, says (`backend` is then unused).
   // options->worker_threads threads serve the connection once it is past
   // the handshake: that many requests run at once.
   // `budget` (the server's, for request buffers) must outlive it.
   // `tls` (not owned; null: none) makes the client start TLS first.
   NbdConnection(int fd, BlockBackend* backend, const NbdServerOptions* options, BufferBudget* budget,
-                bool handshake = true, const NbdTls* tls = nullptr);
+                bool handshake = true, const NbdTls* tls = nullptr, ExportResolver* exports = nullptr);
   ~NbdConnection();
   // Runs the whole connection from the calling thread (and the serving
   // threads it starts); returns when it has ended and every request taken
@@ -51,7 +71,8 @@ class NbdConnection {
   bool HandleOption(uint32_t option, const std::vector<uint8_t>& data, bool* go);
   bool SendOptionReply(uint32_t option, uint32_t type, const uint8_t* data, uint32_t len);
   bool SendExportInfo(uint32_t option);
-  bool ExportNameMatches(const std::string& name) const;
+  // Takes export `name` as the connection's (false: there is none).
+  bool SelectExport(const std::string& name);
   uint16_t TransmissionFlags() const;
   // One serving thread: read a request, run it, answer; until the
   // connection ends.
@@ -70,6 +91,7 @@ class NbdConnection {
   const NbdTls* tls_;
   std::unique_ptr<TlsSession> tls_session_;
   BlockBackend* backend_;
+  ExportResolver* exports_;
   const NbdServerOptions* options_;
   BufferBudget* budget_;
   std::mutex read_mu_;   // one reader of the socket at a time

@@ -9,7 +9,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <list>
+#include <map>
 #include <mutex>
 #include <thread>
 
@@ -21,12 +23,14 @@ namespace shim {
 
 namespace {
 
-class NbdServerImpl : public NbdServer {
+class NbdServerImpl : public NbdServer, public ExportResolver {
  public:
   NbdServerImpl(BlockBackend* backend, const NbdServerOptions& options)
       // Never below one request of the largest size, or such a request,
       // which does not fit however much comes back, would wait for ever.
-      : backend_(backend), options_(options), budget_(std::max<uint64_t>(options.buffer_bytes, kNbdMaxPayload)) {}
+      : backend_(backend), options_(options), budget_(std::max<uint64_t>(options.buffer_bytes, kNbdMaxPayload)) {
+    exports_[options.export_name] = backend;
+  }
 
   ~NbdServerImpl() override { Stop(); }
 
@@ -58,7 +62,20 @@ class NbdServerImpl : public NbdServer {
       std::lock_guard lock(mu_);
       for (auto& c : connections_) c.connection->Interrupt();
     }
-    for (auto& c : connections_) c.thread.join();  // the acceptor is gone: no new entries
+    for (auto& c : connections_) {  // the acceptor is gone: no new entries
+      if (!c.removing) {
+        c.thread.join();
+        continue;
+      }
+      // A RemoveExport is joining it: wait for that.
+      while (true) {
+        {
+          std::lock_guard lock(mu_);
+          if (c.joined) break;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
     connections_.clear();
     for (int fd : listeners_) close(fd);
     for (int fd : wake_) if (fd >= 0) close(fd);
@@ -67,11 +84,69 @@ class NbdServerImpl : public NbdServer {
 
   uint64_t connections_served() const override { return served_.load(); }
 
-  Status Adopt(int fd) override {
+  Status Adopt(int fd, const std::string& name) override {
     std::lock_guard stop_lock(stop_mu_);
     if (stopped_) return Status::Busy("the NBD server is stopping");
-    StartConnection(fd, /*from_kernel=*/true);
+    BlockBackend* backend = nullptr;
+    {
+      std::lock_guard lock(mu_);
+      auto it = exports_.find(name.empty() ? options_.export_name : name);
+      if (it != exports_.end()) backend = it->second;
+    }
+    if (backend == nullptr) return Status::NotFound("no export named " + name);
+    StartConnection(fd, /*from_kernel=*/true, nullptr, backend, name.empty() ? options_.export_name : name);
     return Status::Ok();
+  }
+
+  Status AddExport(const std::string& name, BlockBackend* backend) override {
+    std::lock_guard lock(mu_);
+    if (!exports_.emplace(name, backend).second) return Status::Busy("export " + name + " exists already");
+    return Status::Ok();
+  }
+
+  Status RemoveExport(const std::string& name) override {
+    std::vector<Running*> serving;
+    {
+      std::lock_guard lock(mu_);
+      if (name == options_.export_name || exports_.erase(name) == 0) {
+        return Status::NotFound("no export named " + name + " to remove");
+      }
+      for (Running& r : connections_) {
+        if (r.export_name == name) {
+          r.connection->Interrupt();
+          r.removing = true;  // the acceptor leaves it to us
+          serving.push_back(&r);
+        }
+      }
+    }
+    // Each ends once it has answered what it took (NbdConnection::Serve).
+    for (Running* r : serving) {
+      r->thread.join();
+      std::lock_guard lock(mu_);
+      r->joined = true;
+    }
+    return Status::Ok();
+  }
+
+  // ExportResolver: what a connection's client asked for.
+  BlockBackend* Resolve(const std::string& name, NbdConnection* binding) override {
+    std::lock_guard lock(mu_);
+    const std::string& wanted = name.empty() ? options_.export_name : name;
+    auto it = exports_.find(wanted);
+    if (it == exports_.end()) return nullptr;
+    if (binding != nullptr) {
+      for (Running& r : connections_) {
+        if (r.connection.get() == binding) r.export_name = wanted;
+      }
+    }
+    return it->second;
+  }
+
+  std::vector<std::string> Names() override {
+    std::lock_guard lock(mu_);
+    std::vector<std::string> names;
+    for (const auto& [name, backend] : exports_) names.push_back(name);
+    return names;
   }
 
  private:
@@ -80,6 +155,9 @@ class NbdServerImpl : public NbdServer {
     std::thread thread;
     std::atomic<bool> done{false};
     bool from_kernel = false;  // adopted: not counted against max_connections
+    std::string export_name;   // under mu_: what it serves, once chosen
+    bool removing = false;     // under mu_: RemoveExport joins its thread
+    bool joined = false;       // under mu_: ... and has
   };
 
   void AcceptLoop() {
@@ -116,17 +194,19 @@ class NbdServerImpl : public NbdServer {
     return n;
   }
 
-  void StartConnection(int fd, bool from_kernel, const NbdTls* tls = nullptr) {
+  void StartConnection(int fd, bool from_kernel, const NbdTls* tls = nullptr, BlockBackend* backend = nullptr,
+                       const std::string& export_name = "") {
     ++served_;
     // The kernel's connections have a budget of their own: no socket client
     // can make the kernel's device wait.
-    auto conn = std::make_shared<NbdConnection>(fd, backend_, &options_, from_kernel ? &kernel_budget_ : &budget_,
-                                                !from_kernel, tls);
+    auto conn = std::make_shared<NbdConnection>(fd, backend ? backend : backend_, &options_,
+                                                from_kernel ? &kernel_budget_ : &budget_, !from_kernel, tls, this);
     std::lock_guard lock(mu_);
     connections_.emplace_back();
     Running& r = connections_.back();
     r.connection = conn;
     r.from_kernel = from_kernel;
+    r.export_name = export_name;
     r.thread = std::thread([&r] {
       r.connection->Serve();
       r.done = true;
@@ -137,8 +217,8 @@ class NbdServerImpl : public NbdServer {
   void Reap() {
     std::lock_guard lock(mu_);
     for (auto it = connections_.begin(); it != connections_.end();) {
-      if (!it->done.load()) { ++it; continue; }
-      it->thread.join();
+      if (!it->done.load() || (it->removing && !it->joined)) { ++it; continue; }
+      if (!it->removing) it->thread.join();
       it = connections_.erase(it);
     }
   }
@@ -153,6 +233,7 @@ class NbdServerImpl : public NbdServer {
   std::thread acceptor_;
   std::mutex mu_;
   std::list<Running> connections_;
+  std::map<std::string, BlockBackend*> exports_;  // under mu_
   std::atomic<uint64_t> served_{0};
   std::mutex stop_mu_;
   bool stopped_ = false;

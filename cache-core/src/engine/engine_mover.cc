@@ -233,7 +233,10 @@ bool Engine::Impl::DemoteColdLine(MoverState& st) {
     const uint32_t slot = st.demote_cursor;
     st.demote_cursor = (st.demote_cursor + 1) % capacity;
     std::optional<uint64_t> line = slots.DemotionCandidate(slot);
-    if (!line || st.in_hot[heat.RegionOf(*line * line_size)]) continue;
+    if (!line) continue;
+    // A volume added since the start lies past the heat map: never hot.
+    const uint32_t region = heat.RegionOf(*line * line_size);
+    if (region < st.in_hot.size() && st.in_hot[region]) continue;
     // Dirty data goes to the origin first (the cleaner's own path).
     if (!CleanLines({*line}, nullptr).ok()) continue;
     std::lock_guard cell(StripeOf(*line));

@@ -191,6 +191,7 @@ MovementReport Engine::movement() const {
   for (size_t i = 0; i < shown; ++i) {
     uint64_t first = heat[i].second * lines_per_region;
     uint64_t end = std::min(first + lines_per_region, im.OriginLines());
+    if (end <= first) continue;  // past the line space now (a volume removed)
     uint64_t bytes = im.LinesBytes(first, end);
     r.hottest.push_back({first * im.line_size, bytes, heat[i].first,
                          std::min(bytes, im.slots.CachedLines(first, end) * im.line_size)});

@@ -99,7 +99,7 @@ Status Engine::Impl::SaveVolumeTable(std::vector<VolumeRecord> table) {
 }
 
 Status Engine::Impl::PersistLineSpace() {
-  slots.ResizeDirtyMap(identity, volumes.size_bytes());
+  slots.ResizeDirtyMap(identity, volumes.size_bytes());  // no-op after AddVolume's own
   // The superblock first: a crash before the map's pages are written leaves
   // pages of the old geometry, which fail the checksum the new one seeds
   // (a damage assessment then trusts no map, rather than a wrong one).
@@ -139,6 +139,9 @@ Result<VolumeInfo> Engine::AddVolume(const std::string& name, BlockDevice* origi
   table.push_back({id, name, base, size, origin->identity(), VolumeRecord::State::kActive, std::nullopt});
   CACHECORE_RETURN_IF_ERROR(im.SaveVolumeTable(std::move(table)));
   ReachedStep("add-1-table-saved");
+  // The map covers the new range before any request can reach it (a
+  // write-back write marks its region dirty).
+  im.slots.ResizeDirtyMap(im.identity, std::max(base + size, im.volumes.size_bytes()));
   LiveVolume* live = im.volumes.Publish(id, base, origin);
   CACHECORE_RETURN_IF_ERROR(im.PersistLineSpace());
   ReachedStep("add-2-line-space-saved");
@@ -217,8 +220,15 @@ Status Engine::RemoveVolume(const std::string& name, const FlushProgress& progre
     CACHECORE_RETURN_IF_ERROR(im.SaveVolumeTable(std::move(table)));
   }
   ReachedStep("remove-1-marked");
-  CACHECORE_RETURN_IF_ERROR(im.CleanVolume(*live, progress));
-  CACHECORE_RETURN_IF_ERROR(im.DropVolumeLines(*live));
+  // Cleaned and dropped until nothing of it is left: a request it took
+  // before it stopped accepting may still have landed after a pass.
+  const auto [first, end] = im.VolumeLines(*live);
+  for (int pass = 0;; ++pass) {
+    CACHECORE_RETURN_IF_ERROR(im.CleanVolume(*live, progress));
+    CACHECORE_RETURN_IF_ERROR(im.DropVolumeLines(*live));
+    if (im.slots.CachedLinesIn(first, end).empty()) break;
+    if (pass == 10) return Status::Busy("volume " + name + " still takes requests; stop its clients, then remove it again");
+  }
   ReachedStep("remove-2-dropped");
   return im.FinishRemoval(*live);
 }

@@ -21,7 +21,6 @@ constexpr uint64_t kVictimRefusals = 32;
 // another round for their hits: a warm cache whose every line was hit
 // would otherwise be walked three times over under mu_ for one miss.
 constexpr uint64_t kReactorVictimLooks = 4096;
-constexpr uint64_t kBlockBytes = 4096;  // a block of a line
 }  // namespace
 
 SlotTable::SlotTable(uint32_t capacity, uint32_t blocks_per_line, const CacheIdentity& identity,
@@ -274,8 +273,7 @@ void SlotTable::EvictLocked(uint32_t slot) {
 void SlotTable::CountLine(uint64_t line, bool dirty, int delta) {
   const auto n = static_cast<uint64_t>(int64_t{delta});
   LiveStats::Bump(dirty ? stats_.dirty_lines : stats_.occupancy_lines, n);
-  LiveVolume* v = volumes_ ? volumes_->Find(line * blocks_per_line_ * uint64_t{kBlockBytes}) : nullptr;
-  if (v) LiveStats::Bump(dirty ? v->counters.dirty_lines : v->counters.occupancy_lines, n);
+  if (LiveVolume* v = VolumeOfLine(line)) LiveStats::Bump(dirty ? v->counters.dirty_lines : v->counters.occupancy_lines, n);
 }
 
 void SlotTable::ListEvictionLocked(uint64_t line) { unsynced_evictions_[line] = ++evictions_listed_; }

@@ -431,6 +431,10 @@ class SlotTable {
   // Occupancy (`dirty` false) or dirty lines (true), for the cache and for
   // `line`'s volume, moved by `delta` (+1 or -1).
   void CountLine(uint64_t line, bool dirty, int delta);
+  // The volume holding `line` (nullptr: none, or volumes are not counted).
+  LiveVolume* VolumeOfLine(uint64_t line) const {
+    return volumes_ ? volumes_->Find(line * blocks_per_line_ * uint64_t{4096}) : nullptr;
+  }
 
   const uint32_t capacity_;
   const uint32_t blocks_per_line_;

@@ -34,6 +34,11 @@ Status SlotTable::AdoptRecord(uint64_t slot, const LineRecord& r, const LoadFram
     return Status::Corruption("the record of slot " + std::to_string(slot) +
                               " does not fit this cache's geometry");
   }
+  // A removal drops a volume's lines, synced, before the table forgets it.
+  if (volumes_ != nullptr && VolumeOfLine(r.origin_line) == nullptr) {
+    return Status::Corruption("the record of slot " + std::to_string(slot) + " holds line " +
+                              std::to_string(r.origin_line) + ", which lies in no volume of the cache");
+  }
   const auto s = static_cast<uint32_t>(slot);
   if (lines_.Get(s) != kNoLine) {
     return Status::Corruption("slot " + std::to_string(slot) + " has two records");

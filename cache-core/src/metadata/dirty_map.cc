@@ -38,15 +38,15 @@ DirtyMap::DirtyMap(const CacheIdentity& identity, uint64_t line_space)
       page_changed_(pages_, false) {}
 
 void DirtyMap::LineDirty(uint64_t line) {
-  const uint32_t r = RegionOf(line);
-  if (dirty_[r]) return;
+  const uint64_t r = line / lines_per_region_;
+  if (r >= regions_ || dirty_[r]) return;  // past the line space: in no volume, nothing to mark
   dirty_[r] = true;
   page_changed_[r / kRegionsPerPage] = true;
 }
 
 void DirtyMap::LineClean(uint64_t line, bool region_still_dirty) {
-  const uint32_t r = RegionOf(line);
-  if (region_still_dirty || !dirty_[r]) return;
+  const uint64_t r = line / lines_per_region_;
+  if (region_still_dirty || r >= regions_ || !dirty_[r]) return;
   dirty_[r] = false;
   page_changed_[r / kRegionsPerPage] = true;
 }

@@ -16,7 +16,7 @@
 namespace shim {
 
 struct NbdServerOptions {
-  std::string export_name;       // clients may ask for it or for "" (the default)
+  std::string export_name;       // the default export: clients may ask for it or for ""
   std::string unix_path;         // created with mode 0600 (see socket_mode)
   unsigned socket_mode = 0600;
   int socket_group = -1;         // >= 0: the socket's group (with socket_mode 0660)
@@ -57,8 +57,18 @@ class NbdServer {
   virtual void Stop() = 0;
   virtual uint64_t connections_served() const = 0;
   // Serves an already connected socket whose peer skips the handshake and
-  // sends requests at once (the kernel's NBD client). Takes the fd.
-  virtual Status Adopt(int fd) = 0;
+  // sends requests at once (the kernel's NBD client), as export `name`
+  // ("": the default). Takes the fd.
+  virtual Status Adopt(int fd, const std::string& name = "") = 0;
+  // More exports beside the default (`options.export_name`, `backend`): a
+  // client asks for one by name (NBD_OPT_GO, NBD_OPT_EXPORT_NAME) and
+  // NBD_OPT_LIST lists them all. `backend` is not owned and must stay
+  // until RemoveExport returns. kBusy for a name taken.
+  virtual Status AddExport(const std::string& name, BlockBackend* backend) = 0;
+  // Takes export `name` away: no client gets it any more, and every
+  // connection serving it is ended; returns once they have answered every
+  // request they took. kNotFound for a name not exported (or the default).
+  virtual Status RemoveExport(const std::string& name) = 0;
 };
 
 // Maximum payload of one request, as advertised. A larger read or write is

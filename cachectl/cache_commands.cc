@@ -18,6 +18,7 @@
 #include "cachecore/devices/nbd_device.h"
 #include "cachecore/metadata/superblock.h"
 #include "cachecore/devices/wipe.h"
+#include "cache_checks.h"
 #include "cli_common.h"
 #include "export_commands.h"
 #include "shim/socket_io.h"
@@ -39,9 +40,10 @@ bool SameDevice(const struct stat& a, const struct stat& b) {
   return a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
-// "a device that does not exist", "the same device twice", "a device in
-// use by another cache": caught here, before anything is opened for writing.
-Status CheckDevices(const Dirs& dirs, const std::string& origin, const std::string& cache) {
+}  // namespace
+
+Status CheckDevices(const Dirs& dirs, const std::string& origin, const std::string& cache,
+                    const std::string& adding_to) {
   struct stat so {}, sc {};
   if (IsNbdUri(cache)) return Status::InvalidArgument("the cache must be a local file or block device, not " + cache);
   const bool network_origin = IsNbdUri(origin);
@@ -68,17 +70,23 @@ Status CheckDevices(const Dirs& dirs, const std::string& origin, const std::stri
   for (const std::string& other : ListCaches(dirs)) {
     Result<CacheConfig> c = LoadConfig(dirs.ConfigFile(other));
     if (!c.ok()) continue;
-    if (auto vol = shim::DmNameOf(origin); vol && c.value()["online_volume"] == *vol) {
+    if (auto vol = shim::DmNameOf(origin); vol && c.value()["online_volume"] == *vol && other != adding_to) {
       return Status::Busy("/dev/mapper/" + *vol + " is cached already, by cache '" + other + "'");
     }
-    if (network_origin && c.value()["origin"] == origin) {
-      return Status::Busy(origin + " is in use by cache '" + other + "' (its origin); detach that cache first");
+    // A cache's volumes' origins are its origins too.
+    std::vector<std::pair<std::string, std::string>> used = {{"origin", c.value()["origin"]}, {"cache", c.value()["cache"]}};
+    if (Result<CacheConfig> added = LoadConfig(dirs.VolumesFile(other)); added.ok()) {
+      for (const auto& [volume, path] : added.value()) used.push_back({"volume " + volume, path});
     }
-    for (const char* role : {"origin", "cache"}) {
+    for (const auto& [role, used_path] : used) {
+      if (network_origin && used_path == origin) {
+        return Status::Busy(origin + " is in use by cache '" + other + "' (its " + role + "); detach that cache first");
+      }
       struct stat st {};
-      if (stat(c.value()[role].c_str(), &st) != 0) continue;
+      if (stat(used_path.c_str(), &st) != 0) continue;
       for (auto [path, mine] : {std::pair{&origin, &so}, std::pair{&cache, &sc}}) {
         if (path == &origin && network_origin) continue;
+        if (path == &cache && other == adding_to) continue;  // the cache a volume is added to
         if (SameDevice(st, *mine)) {
           return Status::Busy(*path + " is in use by cache '" + other + "' (its " + role +
                               "); detach that cache first");
@@ -88,6 +96,8 @@ Status CheckDevices(const Dirs& dirs, const std::string& origin, const std::stri
   }
   return Status::Ok();
 }
+
+namespace {
 
 std::string Absolute(const std::string& path) {
   if (IsNbdUri(path)) return path;
@@ -303,6 +313,8 @@ int Start(const std::vector<std::string>& args) {
   return worst;
 }
 
+}  // namespace
+
 // Progress: a bar on a terminal, a line per tenth otherwise.
 std::function<void(uint64_t, uint64_t)> ProgressPrinter(const std::string& what) {
   bool tty = isatty(STDOUT_FILENO);
@@ -321,6 +333,8 @@ std::function<void(uint64_t, uint64_t)> ProgressPrinter(const std::string& what)
     std::fflush(stdout);
   };
 }
+
+namespace {
 
 // stop, detach, flush: NAME and a control request.
 int SimpleControl(const std::vector<std::string>& args, const char* verb, const char* usage,

@@ -31,5 +31,7 @@ int RunUnpin(const std::vector<std::string>& args);
 int RunPins(const std::vector<std::string>& args);
 int RunExport(const std::vector<std::string>& args);
 int RunUnexport(const std::vector<std::string>& args);
+int RunAdd(const std::vector<std::string>& args);
+int RunRemove(const std::vector<std::string>& args);
 
 }  // namespace cachectl

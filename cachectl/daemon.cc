@@ -35,6 +35,7 @@
 #include "prometheus.h"
 #include "stats_view.h"
 #include "protocol.h"
+#include "daemon_volumes.h"
 #include "request_dispatch.h"
 #include "shim/dm_device.h"
 #include "shim/engine_backend.h"
@@ -153,6 +154,7 @@ Status Open(Daemon& d) {
   d.store = std::move(store.value());
   if (!d.spec.create) CACHECORE_RETURN_IF_ERROR(RepairDamagedSuperblock(d));
   EngineDevices devices{d.origin.get(), d.cache.get(), d.store.get()};
+  CACHECORE_RETURN_IF_ERROR(OpenAddedVolumes(d, devices));
   auto engine = d.spec.create ? Engine::Create(devices, d.spec.engine, d.spec.replace)
                               : Engine::Open(devices, d.spec.engine);
   if (!engine.ok()) return engine.status();
@@ -181,6 +183,7 @@ Status Open(Daemon& d) {
   auto nbd = shim::NbdServer::Start(d.backend.get(), o);
   if (!nbd.ok()) return nbd.status();
   d.nbd = std::move(nbd.value());
+  CACHECORE_RETURN_IF_ERROR(ServeAddedVolumes(d));
   return StartKernelFrontEnd(d);
 }
 
@@ -409,6 +412,7 @@ void SignalLoop(Daemon& d) {
     if (d.nbd) d.nbd->Stop();
     d.engine.reset();
     d.origin.reset();
+    d.added_volumes.clear();
     if (!spec.online_volume.empty()) (void)shim::RemoveDevice(HiddenOriginName(spec.name));
     ReportStart(ready_fd, d, s);
     _exit(1);
@@ -456,6 +460,8 @@ void SignalLoop(Daemon& d) {
     d.store.reset();
     d.cache.reset();
     d.origin.reset();
+    std::lock_guard volumes_lock(d.volumes_mu);
+    d.added_volumes.clear();
   }
   if (!spec.online_volume.empty() && !d.online_swapped) {
     (void)shim::RemoveDevice(HiddenOriginName(spec.name));

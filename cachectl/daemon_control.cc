@@ -2,6 +2,8 @@
 
 #include <cstdio>
 #include <cstdlib>
+
+#include "daemon_volumes.h"
 #include <set>
 #include <memory>
 
@@ -261,6 +263,14 @@ Result<PinsReply> DaemonControl::Pins() {
 
 Result<HistoryReply> DaemonControl::History() {
   return WithEngine([&](Engine& e) -> Result<HistoryReply> { return HistoryReply{e.line_size(), d_.history.Minutes()}; });
+}
+
+Status DaemonControl::AddVolume(const std::string& volume, const std::string& origin) {
+  return WithEngine([&](Engine& e) { return cachectl::AddVolume(d_, e, volume, origin); });
+}
+
+Status DaemonControl::RemoveVolume(const std::string& volume, const ProgressSink& progress) {
+  return WithEngine([&](Engine& e) { return cachectl::RemoveVolume(d_, e, volume, progress); });
 }
 
 Result<MovementReply> DaemonControl::Movement() {

@@ -33,6 +33,8 @@ class DaemonControl : public ControlTarget {
   cachecore::Result<PinsReply> Pins() override;
   cachecore::Result<MovementReply> Movement() override;
   cachecore::Result<HistoryReply> History() override;
+  cachecore::Status AddVolume(const std::string& volume, const std::string& origin) override;
+  cachecore::Status RemoveVolume(const std::string& volume, const ProgressSink& progress) override;
 
  private:
   // Runs fn(engine) while the engine is there; kBusy after shutdown.

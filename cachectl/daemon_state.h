@@ -40,6 +40,16 @@ struct Daemon {
   std::shared_mutex engine_mu;  // guards `engine` going away at shutdown
   std::unique_ptr<Engine> engine;
   std::unique_ptr<shim::EngineBackend> backend;
+  // The volumes added to the cache (cachectl add), by name: each one's
+  // origin and the NBD export that serves it. The cache's first volume
+  // (named as the cache) is `origin` and `backend`.
+  struct AddedVolume {
+    std::string origin_path;
+    std::unique_ptr<BlockDevice> origin;
+    std::unique_ptr<shim::EngineBackend> backend;  // null while not served (its removal did not finish)
+  };
+  std::mutex volumes_mu;  // one add or remove at a time; guards added_volumes
+  std::map<std::string, AddedVolume> added_volumes;
   std::unique_ptr<shim::NbdServer> nbd;
   std::unique_ptr<MetricsServer> metrics;  // /metrics, with attach --listen
   History history;                         // a minute a row, for stats --history

@@ -33,6 +33,8 @@ const Command kCommands[] = {
     {"pins", RunPins, "the pinned ranges, how much is cached, the limit"},
     {"export", RunExport, "serve the cached volume to other machines over NVMe/TCP (the kernel's target)"},
     {"unexport", RunUnexport, "stop serving it over NVMe/TCP"},
+    {"add", RunAdd, "add another origin to a running cache, as a volume of its own"},
+    {"remove", RunRemove, "take a volume off a cache, its dirty data on its origin first"},
     {"start", RunStart, "start a cache from its saved metadata (warm)"},
     {"stop", RunStop, "stop serving; the cache stays warm on the SSD"},
     {"check", RunCheck, "verify a stopped cache's superblock, metadata and data, offline"},

@@ -22,6 +22,8 @@ struct Dirs {
   std::string NbdSocket(const std::string& name) const { return RunDir(name) + "/nbd"; }
   std::string Metadata(const std::string& name) const { return StateDir(name) + "/metadata"; }
   std::string ConfigFile(const std::string& name) const { return StateDir(name) + "/cache.conf"; }
+  // The cache's added volumes: VOLUME=ORIGIN lines (docs/design.md, "Volumes").
+  std::string VolumesFile(const std::string& name) const { return StateDir(name) + "/volumes.conf"; }
   std::string LogFile(const std::string& name) const { return StateDir(name) + "/daemon.log"; }
 };
 

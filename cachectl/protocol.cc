@@ -1,5 +1,7 @@
 #include "protocol.h"
 
+#include "paths.h"
+
 #include <algorithm>
 #include <cassert>
 #include <charconv>
@@ -208,6 +210,49 @@ Result<ByteRange> DecodeRange(std::string_view verb, const Words& args) {
   return ByteRange{offset.value(), length.value()};
 }
 
+std::string HexOf(std::string_view bytes) {
+  static const char kDigits[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char c : bytes) {
+    out += kDigits[c >> 4];
+    out += kDigits[c & 15];
+  }
+  return out;
+}
+
+Result<std::string> BytesOfHex(std::string_view hex) {
+  auto digit = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  if (hex.empty() || hex.size() % 2 != 0 || hex.size() > 8192) return Status::InvalidArgument("malformed path");
+  std::string out;
+  for (size_t i = 0; i < hex.size(); i += 2) {
+    const int hi = digit(hex[i]), lo = digit(hex[i + 1]);
+    if (hi < 0 || lo < 0) return Status::InvalidArgument("malformed path");
+    out += static_cast<char>(hi * 16 + lo);
+  }
+  return out;
+}
+
+// add-volume VOL HEXPATH, remove-volume VOL.
+Result<Request> DecodeVolumeVerb(std::string_view verb, const Words& args) {
+  const bool add = verb == "add-volume";
+  if (args.size() != (add ? 2u : 1u)) {
+    return Status::InvalidArgument(std::string(verb) + (add ? " needs VOLUME ORIGIN" : " needs VOLUME"));
+  }
+  const std::string volume(args[0]);
+  CACHECORE_RETURN_IF_ERROR(CheckName(volume));
+  if (!add) return Request(RemoveVolumeRequest{volume});
+  Result<std::string> origin = BytesOfHex(args[1]);
+  if (!origin.ok()) return Status::InvalidArgument(std::string(verb) + ": " + origin.status().message());
+  if (origin->front() != '/' || origin->find('\0') != std::string::npos) {
+    return Status::InvalidArgument(std::string(verb) + ": the origin must be an absolute path");
+  }
+  return Request(AddVolumeRequest{volume, origin.value()});
+}
+
 Result<Request> DecodeVerb(std::string_view verb, const Words& args) {
   auto bare = [&](Request r) -> Result<Request> {
     if (!args.empty()) return Status::InvalidArgument(std::string(verb) + " takes no arguments");
@@ -231,6 +276,7 @@ Result<Request> DecodeVerb(std::string_view verb, const Words& args) {
   if (verb == "pins") return bare(PinsRequest{});
   if (verb == "movement") return bare(MovementRequest{});
   if (verb == "history") return bare(HistoryRequest{});
+  if (verb == "add-volume" || verb == "remove-volume") return DecodeVolumeVerb(verb, args);
   return Status::InvalidArgument("unknown control command " + Quote(verb));
 }
 
@@ -324,6 +370,8 @@ std::string EncodeRequest(const Request& request) {
           [](const PinsRequest&) -> std::string { return "pins"; },
           [](const MovementRequest&) -> std::string { return "movement"; },
           [](const HistoryRequest&) -> std::string { return "history"; },
+          [](const AddVolumeRequest& r) -> std::string { return "add-volume " + r.volume + " " + HexOf(r.origin); },
+          [](const RemoveVolumeRequest& r) -> std::string { return "remove-volume " + r.volume; },
       },
       request);
   return std::string(kProtocolTag) + " " + words + "\n";

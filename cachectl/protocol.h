@@ -84,9 +84,20 @@ struct UnpinRequest {
 struct PinsRequest {};
 struct MovementRequest {};
 struct HistoryRequest {};
+// `add`: another origin as volume `volume` of the running cache. The path
+// travels hex-encoded (any bytes, one word).
+struct AddVolumeRequest {
+  std::string volume;
+  std::string origin;  // an absolute path
+};
+// `remove`: volume `volume`'s dirty data to its origin, then it leaves.
+struct RemoveVolumeRequest {
+  std::string volume;
+};
 
 using Request = std::variant<StatsRequest, FlushRequest, DetachRequest, StopRequest, SetRequest,
-                             PinRequest, UnpinRequest, PinsRequest, MovementRequest, HistoryRequest>;
+                             PinRequest, UnpinRequest, PinsRequest, MovementRequest, HistoryRequest,
+                             AddVolumeRequest, RemoveVolumeRequest>;
 
 // The request line, '\n' included.
 std::string EncodeRequest(const Request& request);

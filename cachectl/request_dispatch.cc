@@ -37,6 +37,8 @@ Status Run(const Request& request, ControlTarget& target, const LineSink& send) 
           [&](const PinsRequest&) { return SendReply(target.Pins(), send); },
           [&](const MovementRequest&) { return SendReply(target.Movement(), send); },
           [&](const HistoryRequest&) { return SendReply(target.History(), send); },
+          [&](const AddVolumeRequest& r) { return target.AddVolume(r.volume, r.origin); },
+          [&](const RemoveVolumeRequest& r) { return target.RemoveVolume(r.volume, progress); },
       },
       request);
 }

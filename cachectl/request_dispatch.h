@@ -37,6 +37,10 @@ class ControlTarget {
   virtual cachecore::Result<MovementReply> Movement() = 0;
   // The last day, a minute a row (stats --history).
   virtual cachecore::Result<HistoryReply> History() = 0;
+  // Adds `origin` (an absolute path) as volume `volume`, served at once.
+  virtual cachecore::Status AddVolume(const std::string& volume, const std::string& origin) = 0;
+  // Ends the volume's clients, cleans it (with progress), releases it.
+  virtual cachecore::Status RemoveVolume(const std::string& volume, const ProgressSink& progress) = 0;
 };
 
 // Sends each answer line ('\n' included) as it is ready.

@@ -48,6 +48,8 @@ TEST(ProtocolTest, EveryVerbRoundTrips) {
   EXPECT_EQ(RoundTrip(PinsRequest{}), "cachectl/2 pins\n");
   EXPECT_EQ(RoundTrip(MovementRequest{}), "cachectl/2 movement\n");
   EXPECT_EQ(RoundTrip(HistoryRequest{}), "cachectl/2 history\n");
+  EXPECT_EQ(RoundTrip(AddVolumeRequest{"db", "/srv/a b"}), "cachectl/2 add-volume db 2f7372762f612062\n");
+  EXPECT_EQ(RoundTrip(RemoveVolumeRequest{"db"}), "cachectl/2 remove-volume db\n");
 }
 
 TEST(ProtocolTest, SetCarriesOnlyTheFieldsGivenInBytes) {
@@ -93,6 +95,15 @@ TEST(ProtocolTest, BadRequestsAreOneLineErrors) {
       "cachectl/2 flush now",
       "cachectl/2 pin 0",
       "cachectl/2 pin 0 1 2",
+      "cachectl/2 add-volume db",
+      "cachectl/2 add-volume ../db 2f61",
+      "cachectl/2 add-volume db 6162",   // "ab": not absolute
+      "cachectl/2 add-volume db 2f6",    // odd length
+      "cachectl/2 add-volume db 2fzz",
+      "cachectl/2 add-volume db 2f00",   // a NUL in the path
+      "cachectl/2 remove-volume",
+      "cachectl/2 remove-volume db now",
+      "cachectl/2 remove-volume .db",
       "cachectl/2 pin -1 4096",
       "cachectl/2 pin +1 4096",
       "cachectl/2 pin 0x10 4096",
@@ -270,6 +281,16 @@ class FakeTarget : public ControlTarget {
   Result<PinsReply> Pins() override { return PinsReply{}; }
   Result<MovementReply> Movement() override { return MovementReply{}; }
   Result<HistoryReply> History() override { return HistoryReply{}; }
+  Status AddVolume(const std::string& volume, const std::string& origin) override {
+    added = volume + "=" + origin;
+    return Status::Ok();
+  }
+  Status RemoveVolume(const std::string& volume, const ProgressSink& progress) override {
+    progress(1, 2);
+    removed = volume;
+    return Status::Ok();
+  }
+  std::string added, removed;
 
  private:
   Status Record(const std::string& call) {

@@ -53,6 +53,11 @@ class FakeCache : public ControlTarget {
     return m;
   }
   Result<HistoryReply> History() override { return HistoryReply{4096, {{-60, 1, 2, 3, 4, 5, 6, 7}}}; }
+  Status AddVolume(const std::string&, const std::string&) override { return Status::Ok(); }
+  Status RemoveVolume(const std::string&, const ProgressSink& progress) override {
+    progress(0, 1);
+    return Status::Ok();
+  }
 
  private:
   Status Change() {

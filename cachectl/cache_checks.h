@@ -1,0 +1,23 @@
+// What cache_commands.cc checks and shows, shared with the volume commands.
+// Internal to the cachectl executable.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "cachecore/base/status.h"
+#include "paths.h"
+
+namespace cachectl {
+
+// "a device that does not exist", "the same device twice", "a device in use
+// by a cache" (as its origin, its cache or a volume's origin): caught before
+// anything is opened for writing. `adding_to`: the cache a volume is added
+// to (its own cache device is then no conflict).
+cachecore::Status CheckDevices(const Dirs& dirs, const std::string& origin, const std::string& cache,
+                               const std::string& adding_to = "");
+// Progress: a bar on a terminal, a line per tenth otherwise.
+std::function<void(uint64_t, uint64_t)> ProgressPrinter(const std::string& what);
+
+}  // namespace cachectl

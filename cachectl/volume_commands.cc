@@ -1,0 +1,91 @@
+// cachectl add / remove: more origins on one cache, each served on its own
+// (its NBD export, nbd+unix:///VOLUME?socket=...), and one taken off again
+// with its dirty data on its origin first (docs/usage.md, "Several volumes
+// on one cache").
+#include <unistd.h>
+
+#include <boost/program_options.hpp>
+#include <cstdio>
+#include <filesystem>
+
+#include "cache_checks.h"
+#include "cachecore/devices/nbd_device.h"  // IsNbdUri
+#include "cli_common.h"
+#include "commands.h"
+
+namespace cachectl {
+
+namespace po = boost::program_options;
+using cachecore::Result;
+using cachecore::Status;
+
+namespace {
+
+// NAME's saved configuration: kExitNotFound printed when there is none.
+int LoadCache(const Dirs& dirs, const std::string& verb, const std::string& name, CacheConfig* config) {
+  Result<CacheConfig> c = LoadConfig(dirs.ConfigFile(name));
+  if (!c.ok()) return Fail(kExitNotFound, verb + ": no cache named '" + name + "'");
+  *config = c.value();
+  return 0;
+}
+
+}  // namespace
+
+int RunAdd(const std::vector<std::string>& args) {
+  std::string name, origin, volume;
+  CommonOptions common;
+  po::options_description desc = common.Describe(
+      "cachectl add NAME --origin DEV --volume VOLUME\n\n"
+      "Adds DEV to the running cache NAME as volume VOLUME: it shares the cache's SSD\n"
+      "with the cache's other volumes and is served at once as the NBD export VOLUME\n"
+      "on the cache's socket. DEV must not be in use.\n\n"
+      "example: cachectl add data --origin /dev/vg0/logs --volume logs");
+  desc.add_options()("name", po::value(&name)->required(), "cache name")(
+      "origin", po::value(&origin)->required(), "the volume's origin: a block device or file")(
+      "volume", po::value(&volume)->required(), "the volume's name (as cache names: letters, digits, . _ -)");
+  po::variables_map vm;
+  if (int rc = common.Parse(desc, args, vm, "add", "name"); rc >= 0) return rc;
+  if (Status s = CheckName(volume); !s.ok()) return Fail(kExitUsage, "add: --volume: " + s.message());
+  if (cachecore::IsNbdUri(origin)) return Fail(kExitUsage, "add: --origin must be a local block device or file");
+  if (int rc = common.RequireRoot("add"); rc != 0) return rc;
+  const Dirs dirs = common.dirs();
+  CacheConfig config;
+  if (int rc = LoadCache(dirs, "add", name, &config); rc != 0) return rc;
+  std::error_code ec;
+  const std::string path = std::filesystem::absolute(origin, ec).string();
+  if (Status s = CheckDevices(dirs, path, config["cache"], name); !s.ok()) {
+    return Fail(ExitCodeOf(s), "add: " + s.message());
+  }
+  ControlReply reply;
+  if (int rc = AskCache(dirs, name, "add", AddVolumeRequest{volume, path}, &reply); rc != 0) return rc;
+  std::printf("added %s to cache %s as volume %s: nbd+unix:///%s?socket=%s\n", path.c_str(), name.c_str(),
+              volume.c_str(), volume.c_str(), dirs.NbdSocket(name).c_str());
+  return 0;
+}
+
+int RunRemove(const std::vector<std::string>& args) {
+  std::string name, volume;
+  CommonOptions common;
+  po::options_description desc = common.Describe(
+      "cachectl remove NAME --volume VOLUME\n\n"
+      "Ends the clients of volume VOLUME, writes its dirty data to its origin, and\n"
+      "takes it off the cache NAME; the cache's other volumes go on meanwhile.\n\n"
+      "example: cachectl remove data --volume logs");
+  desc.add_options()("name", po::value(&name)->required(), "cache name")(
+      "volume", po::value(&volume)->required(), "the volume to take off");
+  po::variables_map vm;
+  if (int rc = common.Parse(desc, args, vm, "remove", "name"); rc >= 0) return rc;
+  if (Status s = CheckName(volume); !s.ok()) return Fail(kExitUsage, "remove: --volume: " + s.message());
+  if (int rc = common.RequireRoot("remove"); rc != 0) return rc;
+  const Dirs dirs = common.dirs();
+  CacheConfig config;
+  if (int rc = LoadCache(dirs, "remove", name, &config); rc != 0) return rc;
+  ControlReply reply;
+  const int rc = AskCache(dirs, name, "remove", RemoveVolumeRequest{volume}, &reply, ProgressPrinter("remove"));
+  if (isatty(STDOUT_FILENO)) std::printf("\n");
+  if (rc != 0) return rc;
+  std::printf("removed volume %s from cache %s; its origin holds all its data\n", volume.c_str(), name.c_str());
+  return 0;
+}
+
+}  // namespace cachectl

@@ -16,6 +16,36 @@ namespace {
 PinTotals TotalsOf(const PinReport& r) { return {r.pinned_bytes, r.resident_bytes, r.limit_bytes}; }
 
 // The report of `cachectl stats`, in the order the CLI prints it.
+// A cache of several volumes: each one's figures, as volume.N.KEY (N from
+// 0 in the engine's order; by number, as names may hold dots). None for a
+// cache of one volume: the cache's figures are its volume's.
+template <typename Kv, typename Num, typename Ratio>
+void AddVolumeFields(Engine& e, const Kv& kv, const Num& num, const Ratio& ratio) {
+  const std::vector<VolumeInfo> volumes = e.volumes();
+  if (volumes.size() < 2) return;
+  for (size_t i = 0; i < volumes.size(); ++i) {
+    const VolumeInfo& v = volumes[i];
+    const std::string p = "volume." + std::to_string(i) + ".";
+    kv(p + "name", v.name);
+    kv(p + "origin", v.origin_identity);
+    kv(p + "state", v.removing ? "removing" : "served");
+    num(p + "size_bytes", v.size);
+    kv(p + "seq_cutoff", v.sequential_cutoff ? std::to_string(*v.sequential_cutoff) : "cache");
+    num(p + "occupancy_lines", v.occupancy_lines);
+    num(p + "dirty_lines", v.dirty_lines);
+    num(p + "read_hits", v.read_hits);
+    num(p + "read_misses", v.read_misses);
+    num(p + "write_hits", v.write_hits);
+    num(p + "write_misses", v.write_misses);
+    num(p + "read_requests", v.read_requests);
+    num(p + "write_requests", v.write_requests);
+    num(p + "read_bytes", v.read_bytes);
+    num(p + "write_bytes", v.write_bytes);
+    ratio(p + "read_hit_ratio", v.read_hit_ratio());
+    ratio(p + "hit_ratio", v.hit_ratio());
+  }
+}
+
 StatsReply StatsOf(Daemon& d) {
   Engine& e = *d.engine;
   StatsSnapshot s = e.stats();
@@ -104,6 +134,7 @@ StatsReply StatsOf(Daemon& d) {
   num("errors.origin.write", err.origin_write);
   num("errors.origin.flush", err.origin_flush);
   num("errors.metadata.write", err.metadata);
+  AddVolumeFields(e, kv, num, ratio);
   return r;
 }
 

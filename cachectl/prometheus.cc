@@ -21,6 +21,9 @@ struct Family {
   double scale = 1;
   const char* label = nullptr;                                      // the extra label's name
   std::vector<std::pair<const char*, const char*>> labelled = {};  // label value, field
+  // A sample per volume of a cache of several (a `volume` label): the
+  // fields are volume.N.FIELD (none for a cache of one volume).
+  bool per_volume = false;
 };
 
 const std::vector<Family>& Families() {
@@ -77,6 +80,19 @@ const std::vector<Family>& Families() {
         {"cache_checksum_failed", "errors.cache.checksum_failed"}, {"origin_read", "errors.origin.read"},
         {"origin_write", "errors.origin.write"}, {"origin_flush", "errors.origin.flush"},
         {"metadata_write", "errors.metadata.write"}}},
+      {"cachectl_volume_occupied_lines", Kind::kGauge, "Lines holding a volume's data", "occupancy_lines", 1, nullptr,
+       {}, true},
+      {"cachectl_volume_dirty_lines", Kind::kGauge, "Lines holding a volume's data its origin lacks", "dirty_lines", 1,
+       nullptr, {}, true},
+      {"cachectl_volume_read_requests_total", Kind::kCounter, "Reads of a volume", "read_requests", 1, nullptr, {},
+       true},
+      {"cachectl_volume_write_requests_total", Kind::kCounter, "Writes to a volume", "write_requests", 1, nullptr, {},
+       true},
+      {"cachectl_volume_blocks_total", Kind::kCounter, "4 KiB blocks of a volume read and written, by result", nullptr,
+       1, "result",
+       {{"read_hit", "read_hits"}, {"read_miss", "read_misses"}, {"write_hit", "write_hits"},
+        {"write_miss", "write_misses"}},
+       true},
   };
   return kFamilies;
 }
@@ -112,6 +128,25 @@ void Sample(std::string& out, const char* name, const std::map<std::string, std:
          extra_label + "} " + value + "\n";
 }
 
+// A per-volume family's samples: volume.0.*, volume.1.*, ... while there are.
+void VolumeSamples(std::string& out, const Family& family, const std::map<std::string, std::string>& f) {
+  for (size_t i = 0;; ++i) {
+    const std::string p = "volume." + std::to_string(i) + ".";
+    auto name = f.find(p + "name");
+    if (name == f.end()) return;
+    const std::string label = ",volume=\"" + Escaped(name->second) + "\"";
+    if (family.field != nullptr) {
+      if (auto v = f.find(p + family.field); v != f.end()) Sample(out, family.name, f, label, v->second);
+      continue;
+    }
+    for (const auto& [value, field] : family.labelled) {
+      if (auto v = f.find(p + field); v != f.end()) {
+        Sample(out, family.name, f, label + "," + family.label + "=\"" + value + "\"", v->second);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 std::string PrometheusText(const std::vector<Fields>& caches) {
@@ -130,6 +165,8 @@ std::string PrometheusText(const std::vector<Fields>& caches) {
         continue;
       } else if (name == "cachectl_metadata_failed") {
         Sample(samples, family.name, f, "", has("metadata_failed") && f.at("metadata_failed") == "true" ? "1" : "0");
+      } else if (family.per_volume) {
+        VolumeSamples(samples, family, f);
       } else if (family.field != nullptr) {
         if (has(family.field)) Sample(samples, family.name, f, "", Number(f.at(family.field), family.scale));
       } else {

@@ -1,5 +1,6 @@
 #include "protocol.h"
 
+#include "cachecore/devices/nbd_device.h"  // IsNbdUri
 #include "paths.h"
 
 #include <algorithm>
@@ -247,8 +248,9 @@ Result<Request> DecodeVolumeVerb(std::string_view verb, const Words& args) {
   if (!add) return Request(RemoveVolumeRequest{volume});
   Result<std::string> origin = BytesOfHex(args[1]);
   if (!origin.ok()) return Status::InvalidArgument(std::string(verb) + ": " + origin.status().message());
-  if (origin->front() != '/' || origin->find('\0') != std::string::npos) {
-    return Status::InvalidArgument(std::string(verb) + ": the origin must be an absolute path");
+  const bool uri = cachecore::IsNbdUri(origin.value());
+  if ((!uri && origin->front() != '/') || origin->find('\0') != std::string::npos) {
+    return Status::InvalidArgument(std::string(verb) + ": the origin must be an absolute path or an NBD URI");
   }
   return Request(AddVolumeRequest{volume, origin.value()});
 }

@@ -88,7 +88,7 @@ struct HistoryRequest {};
 // travels hex-encoded (any bytes, one word).
 struct AddVolumeRequest {
   std::string volume;
-  std::string origin;  // an absolute path
+  std::string origin;  // an absolute path or an NBD URI
 };
 // `remove`: volume `volume`'s dirty data to its origin, then it leaves.
 struct RemoveVolumeRequest {

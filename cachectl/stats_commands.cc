@@ -90,6 +90,48 @@ Result<Fields> Describe(const Dirs& dirs, const std::string& name, bool reset, b
 }
 
 // The machine formats' fields: the schema's version first.
+// One volume's figures out of a cache's stats (`stats --volume`): the
+// cache's name and mode, then the volume's fields without their
+// "volume.N." prefix. A cache of one volume has no such fields: its own
+// figures are that volume's. kNotFound when there is no such volume.
+Result<Fields> VolumeView(const Fields& all, const std::string& cache, const std::string& volume) {
+  auto value = [&](const std::string& key) {
+    for (const auto& [k, v] : all) {
+      if (k == key) return v;
+    }
+    return std::string();
+  };
+  Fields out{{"name", cache}, {"volume", volume}, {"mode", value("mode")}};
+  for (size_t i = 0;; ++i) {
+    const std::string prefix = "volume." + std::to_string(i) + ".";
+    const std::string name = value(prefix + "name");
+    if (name.empty()) break;
+    if (name != volume) continue;
+    for (const auto& [k, v] : all) {
+      if (k.rfind(prefix, 0) == 0 && k != prefix + "name") out.push_back({k.substr(prefix.size()), v});
+    }
+    return out;
+  }
+  if (volume != cache || !value("volume.0.name").empty() || value("state") == "stopped") {
+    return Status::NotFound("cache '" + cache + "' has no volume '" + volume + "'" +
+                            (value("state") == "stopped" ? " running (it is stopped)" : ""));
+  }
+  out.push_back({"state", "served"});
+  out.push_back({"size_bytes", value("origin_bytes")});
+  for (const char* key : {"occupancy_lines", "dirty_lines", "read_hits", "read_misses", "write_hits", "write_misses",
+                          "read_requests", "write_requests", "read_bytes", "write_bytes", "read_hit_ratio",
+                          "hit_ratio"}) {
+    out.push_back({key, value(key)});
+  }
+  return out;
+}
+
+std::string PlainFields(const Fields& f) {
+  std::string out;
+  for (const auto& [k, v] : f) out += k + std::string(k.size() < 20 ? 20 - k.size() : 1, ' ') + v + "\n";
+  return out;
+}
+
 Fields Versioned(const Fields& f) {
   Fields out{{"schema_version", std::to_string(kStatsSchemaVersion)}};
   out.insert(out.end(), f.begin(), f.end());
@@ -148,7 +190,8 @@ int RunStats(const std::vector<std::string>& args) {
   po::options_description desc = common.Describe(
       "cachectl stats NAME [--json | --csv | --prometheus] [--watch SECONDS [--cumulative]] [--reset]\n"
       "cachectl stats NAME --movement [--json]\n"
-      "cachectl stats NAME --history [--json] [--plot FILE.png]\n\n"
+      "cachectl stats NAME --history [--json] [--plot FILE.png]\n"
+      "cachectl stats NAME --volume VOLUME [--json | --csv]\n\n"
       "Without --json or --csv: the cache, its usage, requests, errors and settings,\n"
       "with units and percentages. --watch: the rates of each interval (--cumulative:\n"
       "the whole view again each interval; with --json or --csv: the raw counters).\n"
@@ -164,7 +207,8 @@ int RunStats(const std::vector<std::string>& args) {
       ("reset", "zero the counters after printing them")
       ("movement", "data movement by hour over the last day (with --json: one object)")
       ("history", "the last day a minute a row: hits, misses, dirty data, cleaning (with --json: one object)")
-      ("plot", po::value<std::string>(), "with --history: also draw it to this PNG file (gnuplot)");
+      ("plot", po::value<std::string>(), "with --history: also draw it to this PNG file (gnuplot)")
+      ("volume", po::value<std::string>(), "one volume of the cache: its own figures (with --json or --csv too)");
   po::variables_map vm;
   if (int rc = common.Parse(desc, args, vm, "stats", "name"); rc >= 0) return rc;
   if (vm.count("json") + vm.count("csv") + vm.count("prometheus") > 1) {
@@ -181,6 +225,10 @@ int RunStats(const std::vector<std::string>& args) {
     return Fail(kExitUsage, "stats: --history goes with --json and --plot only");
   }
   if (vm.count("plot") && !vm.count("history")) return Fail(kExitUsage, "stats: --plot goes with --history");
+  if (vm.count("volume") && (vm.count("prometheus") || vm.count("watch") || vm.count("reset") || vm.count("movement") ||
+                             vm.count("history"))) {
+    return Fail(kExitUsage, "stats: --volume goes with --json or --csv only");
+  }
   if (vm.count("watch") && !(watch > 0)) return Fail(kExitUsage, "stats: --watch needs a positive number of seconds");
   if (vm.count("cumulative") && !vm.count("watch")) return Fail(kExitUsage, "stats: --cumulative goes with --watch");
   Dirs dirs = common.dirs();
@@ -196,6 +244,18 @@ int RunStats(const std::vector<std::string>& args) {
   if (vm.count("movement")) return PrintMovement(dirs, name, vm.count("json") > 0);
   if (vm.count("history")) {
     return PrintHistory(dirs, name, vm.count("json") > 0, vm.count("plot") ? vm["plot"].as<std::string>() : "");
+  }
+  if (vm.count("volume")) {
+    bool running = false;
+    Result<Fields> described = Describe(dirs, name, false, &running);
+    if (!described.ok()) return Fail(kExitRefused, "stats: " + described.status().message());
+    Result<Fields> view = VolumeView(described.value(), name, vm["volume"].as<std::string>());
+    if (!view.ok()) return Fail(kExitNotFound, "stats: " + view.status().message());
+    const Fields f = Versioned(view.value());
+    if (vm.count("json")) std::printf("%s\n", ToJson(f).c_str());
+    else if (vm.count("csv")) std::printf("%s\n%s\n", CsvHeader(f).c_str(), CsvRow(f).c_str());
+    else std::printf("%s", PlainFields(view.value()).c_str());
+    return 0;
   }
   const bool human = !vm.count("json") && !vm.count("csv") && !vm.count("prometheus");
   if (human && vm.count("watch") && !vm.count("cumulative")) return WatchRates(dirs, name, vm.count("reset"), watch);
@@ -237,6 +297,12 @@ int RunList(const std::vector<std::string>& args) {
     row.push_back({"capacity_bytes", running ? std::to_string(view.Count("capacity_lines") * line) : ""});
     row.push_back({"occupied_bytes", running ? std::to_string(view.Count("occupancy_lines") * line) : ""});
     row.push_back({"nvme_export", view.Text("nvme_export.address")});
+    // The volumes added to it (cachectl add), by name; the cache's own is its name.
+    std::string added;
+    if (Result<CacheConfig> listed = LoadConfig(dirs.VolumesFile(name)); listed.ok()) {
+      for (const auto& [volume, origin] : listed.value()) added += (added.empty() ? "" : ";") + volume + "=" + origin;
+    }
+    row.push_back({"volumes", added});
     rows.push_back(row);
     human.push_back({CapacityText(view), OccupancyText(view), DirtyText(view), HitRatioText(view)});
   }
@@ -245,7 +311,7 @@ int RunList(const std::vector<std::string>& args) {
     for (size_t i = 0; i < rows.size(); ++i) std::printf("%s%s", i ? ", " : "", ToJson(rows[i]).c_str());
     std::printf("]\n");
   } else if (vm.count("csv")) {
-    std::printf("name,state,mode,origin,cache,dirty_lines,hit_ratio,kernel_device,dm_device,capacity_bytes,occupied_bytes,nvme_export\n");
+    std::printf("name,state,mode,origin,cache,dirty_lines,hit_ratio,kernel_device,dm_device,capacity_bytes,occupied_bytes,nvme_export,volumes\n");
     for (const Fields& r : rows) std::printf("%s\n", CsvRow(r).c_str());
   } else {
     std::printf("%-16s %-15s %-12s %10s %7s %7s %7s  %-18s %s\n", "NAME", "STATE", "MODE", "SIZE", "USED", "DIRTY",
@@ -258,6 +324,12 @@ int RunList(const std::vector<std::string>& args) {
       std::printf("%-16s %-15s %-12s %10s %7s %7s %7s  %-18s %s -> %s\n", r[0].second.c_str(), r[1].second.c_str(),
                   r[2].second.c_str(), h[0].c_str(), h[1].c_str(), h[2].c_str(), h[3].c_str(), device.c_str(),
                   r[3].second.c_str(), r[4].second.c_str());
+      if (Result<CacheConfig> listed = LoadConfig(dirs.VolumesFile(r[0].second)); listed.ok()) {
+        for (const auto& [volume, origin] : listed.value()) {
+          std::printf("  + volume %-22s %-46s  %-18s %s\n", volume.c_str(), "", ("(NBD export " + volume + ")").c_str(),
+                      origin.c_str());
+        }
+      }
     }
   }
   return 0;

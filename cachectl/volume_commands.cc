@@ -41,18 +41,17 @@ int RunAdd(const std::vector<std::string>& args) {
       "on the cache's socket. DEV must not be in use.\n\n"
       "example: cachectl add data --origin /dev/vg0/logs --volume logs");
   desc.add_options()("name", po::value(&name)->required(), "cache name")(
-      "origin", po::value(&origin)->required(), "the volume's origin: a block device or file")(
+      "origin", po::value(&origin)->required(), "the volume's origin: a block device, a file or an NBD URI")(
       "volume", po::value(&volume)->required(), "the volume's name (as cache names: letters, digits, . _ -)");
   po::variables_map vm;
   if (int rc = common.Parse(desc, args, vm, "add", "name"); rc >= 0) return rc;
   if (Status s = CheckName(volume); !s.ok()) return Fail(kExitUsage, "add: --volume: " + s.message());
-  if (cachecore::IsNbdUri(origin)) return Fail(kExitUsage, "add: --origin must be a local block device or file");
   if (int rc = common.RequireRoot("add"); rc != 0) return rc;
   const Dirs dirs = common.dirs();
   CacheConfig config;
   if (int rc = LoadCache(dirs, "add", name, &config); rc != 0) return rc;
   std::error_code ec;
-  const std::string path = std::filesystem::absolute(origin, ec).string();
+  const std::string path = cachecore::IsNbdUri(origin) ? origin : std::filesystem::absolute(origin, ec).string();
   if (Status s = CheckDevices(dirs, path, config["cache"], name); !s.ok()) {
     return Fail(ExitCodeOf(s), "add: " + s.message());
   }

@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <map>
 #include <regex>
+#include <tuple>
 #include <set>
 #include <sstream>
 
@@ -97,6 +98,24 @@ TEST(PrometheusTest, ValuesAreTheFieldsInTheirUnits) {
   EXPECT_EQ(p.samples.at("cachectl_line_size_bytes" + l + "}"), 65536);
   // A field the daemon did not send has no sample (and no family when no cache has it).
   EXPECT_FALSE(p.type.count("cachectl_cleaned_bytes_total"));
+}
+
+TEST(PrometheusTest, ACacheOfSeveralVolumesHasASampleForEach) {
+  Fields f = Running("data");
+  for (auto [i, name, hits] : {std::tuple{0, "data", "5"}, std::tuple{1, "lo.gs", "7"}}) {
+    const std::string p = "volume." + std::to_string(i) + ".";
+    f.insert(f.end(), {{p + "name", name}, {p + "read_hits", hits}, {p + "read_misses", "1"},
+                       {p + "occupancy_lines", "3"}, {p + "read_requests", "2"}});
+  }
+  Parsed p = Parse(PrometheusText({f, Running("single")}));
+  const std::string l = R"({cache="data",mode="writeback",volume="lo.gs")";
+  EXPECT_EQ(p.samples.at("cachectl_volume_blocks_total" + l + R"(,result="read_hit"})"), 7);
+  EXPECT_EQ(p.samples.at("cachectl_volume_occupied_lines" + l + "}"), 3);
+  EXPECT_EQ(p.samples.at(R"(cachectl_volume_blocks_total{cache="data",mode="writeback",volume="data",result="read_hit"})"), 5);
+  EXPECT_EQ(p.type.at("cachectl_volume_read_requests_total"), "counter");
+  for (const auto& [key, value] : p.samples) {
+    EXPECT_EQ(key.find("cache=\"single\",mode=\"writeback\",volume="), std::string::npos) << "one volume: no per-volume samples";
+  }
 }
 
 TEST(PrometheusTest, EveryNameIsAValidMetricName) {

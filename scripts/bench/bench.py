@@ -48,8 +48,10 @@ from bench_lib import MiB, Proc, cachectl, calibrate_fio, fio, fio_direct, uri, 
 import bench_pressure
 import bench_report
 import bench_tls
+import bench_volumes
 
-SECTIONS = ("randread", "profiles", "iometer", "latency", "flush", "pressure", "hit", "metadata", "policy", "tls")
+SECTIONS = ("randread", "profiles", "iometer", "latency", "flush", "pressure", "hit", "metadata", "policy", "tls",
+            "volumes")
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRACES = os.path.join(HERE, "..", "..", "..", "shared", "traces")
 
@@ -259,6 +261,9 @@ class Bench:
 
     def tls(self):
         bench_tls.tls(self, log)
+
+    def volumes(self):
+        bench_volumes.volumes(self, log)
 
     def hit(self):
         log("== the hit path, against the limit")

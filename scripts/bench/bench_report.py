@@ -4,6 +4,7 @@ import re
 
 import bench_pressure
 import bench_tls
+import bench_volumes
 
 QNAP = {"4k-randread": "27.8x", "4k-randwrite": "93x", "64k-seqread": "2.2x", "64k-seqwrite": "3.4x"}
 CONFIGS = ("uncached", "cachectl", "nbdkit-cache")
@@ -381,6 +382,7 @@ def report(results, plots):
     lines += randread_table(pts) + profile_table(pts) + iometer_table(pts) + latency_plots(pts, plots)
     lines += flush_lines(results) + bench_pressure.report_lines(results, plots) + hit_table(pts)
     lines += metadata_lines(results) + policy_table(results) + bench_tls.report_lines(results)
+    lines += bench_volumes.report_lines(results)
     return "\n".join(lines)
 
 

@@ -83,7 +83,7 @@ expect 2 "positive number of seconds" -- stats vol --watch 0
 expect 0 "" -- list --json
 grep -q '"name": "vol", "state": "running", "mode": "writeback"' "$W/out" || fail "list --json: $(cat "$W/out")"
 expect 0 "" -- list --csv
-[ "$(head -1 "$W/out")" = "name,state,mode,origin,cache,dirty_lines,hit_ratio,kernel_device,dm_device,capacity_bytes,occupied_bytes,nvme_export" ] ||
+[ "$(head -1 "$W/out")" = "name,state,mode,origin,cache,dirty_lines,hit_ratio,kernel_device,dm_device,capacity_bytes,occupied_bytes,nvme_export,volumes" ] ||
   fail "list --csv header"
 
 echo "== bad input while a cache runs"

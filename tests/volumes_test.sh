@@ -79,6 +79,22 @@ fio_nbd vc 16M --rw=randwrite & fio_pids="$fio_pids $!"
 for p in $fio_pids; do wait "$p" || fail "fio write+verify through one export failed"; done
 fio_pids=""
 
+echo "== stats per volume, list, metrics"
+"$C" stats multi --volume vb --json >out 2>&1 || { cat out; fail "stats --volume vb"; }
+python3 -c '
+import json, sys
+s = json.load(open(sys.argv[1]))
+assert s["volume"] == "vb" and s["name"] == "multi", s
+assert int(s["write_requests"]) > 0 and int(s["occupancy_lines"]) > 0, s
+assert int(s["size_bytes"]) == 48 << 20, s
+' out || fail "stats --volume vb --json: $(cat out)"
+"$C" stats multi --volume vc --csv >out 2>&1 && head -1 out | grep -q '^schema_version,name,volume,' ||
+  fail "stats --volume vc --csv: $(cat out)"
+expect 3 "no volume 'nope'" stats multi --volume nope
+"$C" list >out 2>&1 && grep -q "+ volume vb" out && grep -q "+ volume vc" out || fail "list does not show the volumes: $(cat out)"
+"$C" stats multi --prometheus >out 2>&1 && grep -q 'cachectl_volume_blocks_total{cache="multi",mode="writeback",volume="vc",result="write_miss"}' out ||
+  fail "no per-volume metrics: $(grep volume out | head -3)"
+
 echo "== stop and start: all three served again, warm"
 "$C" stop multi >out 2>&1 || { cat out; fail "stop"; }
 "$C" start multi >out 2>&1 || { cat out; fail "start"; }

@@ -63,7 +63,12 @@ class NbdServerImpl : public NbdServer, public ExportResolver {
       for (auto& c : connections_) c.connection->Interrupt();
     }
     for (auto& c : connections_) {  // the acceptor is gone: no new entries
-      if (!c.removing) {
+      bool removing = false;
+      {
+        std::lock_guard lock(mu_);
+        removing = c.removing;
+      }
+      if (!removing) {
         c.thread.join();
         continue;
       }

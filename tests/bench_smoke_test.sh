@@ -55,13 +55,18 @@ tls = r["tls"]
 if tls["bytes"] != 16 << 20 or not all(tls[k] > 0 for k in ("cachectl_tls_mb_s", "cachectl_unix_mb_s",
                                                              "nbdkit_tls_mb_s", "nbdkit_tcp_mb_s")):
     fail(f"tls section: {tls}")
+vol = r["volumes"]
+for layout in ("shared", "split"):
+    if len(vol[layout]["volumes"]) != 2 or not all(v["iops"] > 0 for v in vol[layout]["volumes"]):
+        fail(f"volumes section: no I/O on a volume {layout}: {vol[layout]}")
 for plot in ("latency-4k-randread.png", "latency-sql-8k-70r30w.png", "pressure.png"):
     if open(f"{w}/plots/{plot}", "rb").read(8) != b"\x89PNG\r\n\x1a\n":
         fail(f"{plot} is not a PNG")
 report = open(f"{w}/report.md").read()
 for heading in ("### Seed profiles", "### IOMeter", "### Latency against load", "### Flush",
                 "### Write-back under pressure",
-                "### The hit path", "### Metadata", "### Scale", "### Policy", "### NBD over TLS"):
+                "### The hit path", "### Metadata", "### Scale", "### Policy", "### NBD over TLS",
+                "### One SSD for two volumes"):
     if heading not in report:
         fail(f"the report has no '{heading}'")
 print("bench smoke: every section ran; results, plots and report complete")

@@ -70,7 +70,7 @@ Status CheckDevices(const Dirs& dirs, const std::string& origin, const std::stri
   for (const std::string& other : ListCaches(dirs)) {
     Result<CacheConfig> c = LoadConfig(dirs.ConfigFile(other));
     if (!c.ok()) continue;
-    if (auto vol = shim::DmNameOf(origin); vol && c.value()["online_volume"] == *vol && other != adding_to) {
+    if (auto vol = shim::DmNameOf(origin); vol && c.value()["online_volume"] == *vol) {
       return Status::Busy("/dev/mapper/" + *vol + " is cached already, by cache '" + other + "'");
     }
     // A cache's volumes' origins are its origins too.

@@ -36,12 +36,21 @@ Status OpenAddedVolumes(Daemon& d, EngineDevices& devices) {
   std::lock_guard lock(d.volumes_mu);
   for (const auto& [name, path] : listed.value()) {
     auto origin = cachecore::OpenOriginDevice(path);
-    if (!origin.ok()) return Status::NotFound("volume " + name + ": " + origin.status().message());
+    if (!origin.ok()) {
+      // Left out: if the engine has the volume, Engine::Open refuses for
+      // want of its origin, naming it; if not (an add a crash cut short),
+      // it is forgotten below.
+      Log("warning", "volume " + name + ": " + origin.status().message());
+      d.added_volumes[name] = {path, nullptr, nullptr};
+      continue;
+    }
     d.added_volumes[name] = {path, std::move(origin.value()), nullptr};
   }
   if (d.added_volumes.empty()) return Status::Ok();
   devices.volumes.push_back({d.spec.name, devices.origin});
-  for (auto& [name, v] : d.added_volumes) devices.volumes.push_back({name, v.origin.get()});
+  for (auto& [name, v] : d.added_volumes) {
+    if (v.origin) devices.volumes.push_back({name, v.origin.get()});
+  }
   return Status::Ok();
 }
 
@@ -87,7 +96,10 @@ Status AddVolume(Daemon& d, Engine& engine, const std::string& volume, const std
     }
     return info.status();
   }
-  CACHECORE_RETURN_IF_ERROR(Export(d, engine, volume, added));
+  if (Status served = Export(d, engine, volume, added); !served.ok()) {
+    return Status::IoError("volume " + volume + " was added but is not served (" + served.message() +
+                           "); 'cachectl remove " + d.spec.name + " --volume " + volume + "' takes it off");
+  }
   Log("info", "volume " + volume + " added: " + origin + ", " + std::to_string(info->size) + " bytes");
   return Status::Ok();
 }

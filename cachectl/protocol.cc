@@ -249,8 +249,11 @@ Result<Request> DecodeVolumeVerb(std::string_view verb, const Words& args) {
   Result<std::string> origin = BytesOfHex(args[1]);
   if (!origin.ok()) return Status::InvalidArgument(std::string(verb) + ": " + origin.status().message());
   const bool uri = cachecore::IsNbdUri(origin.value());
-  if ((!uri && origin->front() != '/') || origin->find('\0') != std::string::npos) {
+  if (!uri && origin->front() != '/') {
     return Status::InvalidArgument(std::string(verb) + ": the origin must be an absolute path or an NBD URI");
+  }
+  if (std::any_of(origin->begin(), origin->end(), [](char c) { return static_cast<unsigned char>(c) < 0x20; })) {
+    return Status::InvalidArgument(std::string(verb) + ": the origin's name holds a control character");
   }
   return Request(AddVolumeRequest{volume, origin.value()});
 }

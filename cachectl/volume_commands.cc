@@ -4,6 +4,7 @@
 // on one cache").
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <cstdio>
 #include <filesystem>
@@ -46,12 +47,20 @@ int RunAdd(const std::vector<std::string>& args) {
   po::variables_map vm;
   if (int rc = common.Parse(desc, args, vm, "add", "name"); rc >= 0) return rc;
   if (Status s = CheckName(volume); !s.ok()) return Fail(kExitUsage, "add: --volume: " + s.message());
+  if (std::any_of(origin.begin(), origin.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20; })) {
+    return Fail(kExitUsage, "add: --origin: the name holds a control character");
+  }
   if (int rc = common.RequireRoot("add"); rc != 0) return rc;
   const Dirs dirs = common.dirs();
   CacheConfig config;
   if (int rc = LoadCache(dirs, "add", name, &config); rc != 0) return rc;
   std::error_code ec;
   const std::string path = cachecore::IsNbdUri(origin) ? origin : std::filesystem::absolute(origin, ec).string();
+  // A cachectl export as an origin would cache a cache, and its cache
+  // would have to be running before this one could start.
+  if (cachecore::IsNbdUri(path) && path.find("socket=" + dirs.run + "/") != std::string::npos) {
+    return Fail(kExitUsage, "add: " + path + " is a cachectl cache's own export; add the volume under it instead");
+  }
   if (Status s = CheckDevices(dirs, path, config["cache"], name); !s.ok()) {
     return Fail(ExitCodeOf(s), "add: " + s.message());
   }

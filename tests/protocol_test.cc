@@ -101,6 +101,7 @@ TEST(ProtocolTest, BadRequestsAreOneLineErrors) {
       "cachectl/2 add-volume db 2f6",    // odd length
       "cachectl/2 add-volume db 2fzz",
       "cachectl/2 add-volume db 2f00",   // a NUL in the path
+      "cachectl/2 add-volume db 2f610a62",  // a newline in the path
       "cachectl/2 remove-volume",
       "cachectl/2 remove-volume db now",
       "cachectl/2 remove-volume .db",

@@ -67,6 +67,8 @@ expect 4 "named multi already" add multi --origin d.img --volume multi
 expect 2 "not a valid" add multi --origin d.img --volume ../x
 expect 3 "does not exist" add multi --origin nothere.img --volume vx
 expect 3 "no cache named" add nocache --origin d.img --volume vx
+expect 2 "own export" add multi --origin "nbd+unix:///multi?socket=$sock" --volume vx
+expect 2 "control character" add multi --origin $'d\nx.img' --volume vx
 expect 4 "the cache's own" remove multi --volume multi
 expect 3 "no volume nope" remove multi --volume nope
 [ "$(cat "$W/state/multi/volumes.conf" | wc -l)" = 2 ] || fail "volumes.conf changed: $(cat "$W/state/multi/volumes.conf")"

@@ -110,6 +110,9 @@ class NbdServerImpl : public NbdServer, public ExportResolver {
   }
 
   Status RemoveExport(const std::string& name) override {
+    // Not beside Stop(), which joins every connection itself.
+    std::lock_guard stop_lock(stop_mu_);
+    if (stopped_) return Status::Busy("the NBD server is stopping");
     std::vector<Running*> serving;
     {
       std::lock_guard lock(mu_);
@@ -117,7 +120,8 @@ class NbdServerImpl : public NbdServer, public ExportResolver {
         return Status::NotFound("no export named " + name + " to remove");
       }
       for (Running& r : connections_) {
-        if (r.export_name == name) {
+        // Not one an earlier removal of the same name ended already.
+        if (r.export_name == name && !r.removing) {
           r.connection->Interrupt();
           r.removing = true;  // the acceptor leaves it to us
           serving.push_back(&r);

@@ -300,6 +300,26 @@ class VolumeCrashStepTest : public EngineVolumesTest, public ::testing::WithPara
   }
 };
 
+// A removal cleans without the volume lock: volumes() (stats) answers in
+// the middle of it, and says the volume is being removed.
+Engine* observed_engine = nullptr;
+bool seen_removing = false;
+void LookDuringRemoval(const char* step) {
+  if (observed_engine == nullptr || std::string(step) != "remove-1-marked") return;
+  for (const VolumeInfo& v : observed_engine->volumes()) seen_removing |= v.name == "vol1" && v.removing;
+}
+
+TEST_F(EngineVolumesTest, VolumesAnswerWhileARemovalCleans) {
+  ASSERT_TRUE(WritePattern(rig_.engine(), base1_, 4 * kLine, 15).ok());
+  observed_engine = &rig_.engine();
+  SetStepObserver(LookDuringRemoval);
+  const Status removed = rig_.engine().RemoveVolume("vol1");
+  SetStepObserver(nullptr);
+  observed_engine = nullptr;
+  ASSERT_TRUE(removed.ok()) << removed.ToString();
+  EXPECT_TRUE(seen_removing);
+}
+
 class AddCrashStepTest : public VolumeCrashStepTest {};
 class RemoveCrashStepTest : public VolumeCrashStepTest {};
 

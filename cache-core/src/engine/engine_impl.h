@@ -516,6 +516,9 @@ struct Engine::Impl {
   // stripe taken here); kBusy for a dirty line or one being cleaned.
   Status DropLine(uint64_t line, RecordBatch& batch);
   Status FinishRemoval(const LiveVolume& v) REQUIRES(volume_mu);
+  // RemoveVolume's first step: the checks, then the volume refuses
+  // requests and the table says `removing` (synced).
+  Result<LiveVolume*> MarkRemoving(const std::string& name) EXCLUDES(volume_mu);
   // The lines [first, end) of `v` in the line space.
   std::pair<uint64_t, uint64_t> VolumeLines(const LiveVolume& v) const {
     return {v.base / line_size, (v.base + v.size + line_size - 1) / line_size};

@@ -200,26 +200,12 @@ Status Engine::Impl::FinishRemoval(const LiveVolume& v) {
 
 Status Engine::RemoveVolume(const std::string& name, const FlushProgress& progress) {
   Impl& im = *impl_;
-  MutexLock manage(im.manage_mu);
-  MutexLock lock(im.volume_mu);
-  if (im.shut_down.load()) return Status::Busy("the cache is shut down");
-  CACHECORE_RETURN_IF_ERROR(RefuseIfMetadataFailed(im));
-  auto it = std::find_if(im.volume_table.begin(), im.volume_table.end(),
-                         [&](const VolumeRecord& r) { return r.name == name; });
-  if (it == im.volume_table.end()) return Status::NotFound("the cache has no volume named " + name);
-  if (im.volume_table.size() == 1) {
-    return Status::Busy("volume " + name + " is the cache's last: detach the cache to release it");
-  }
-  LiveVolume* live = im.volumes.ById(it->id);
-  live->accepting.store(false);
-  if (it->state == VolumeRecord::State::kActive) {
-    std::vector<VolumeRecord> table = im.volume_table;
-    for (VolumeRecord& r : table) {
-      if (r.id == live->id) r.state = VolumeRecord::State::kRemoving;
-    }
-    CACHECORE_RETURN_IF_ERROR(im.SaveVolumeTable(std::move(table)));
-  }
+  MutexLock manage(im.manage_mu);  // no other add or remove meanwhile: the table stays ours to change
+  Result<LiveVolume*> marked = im.MarkRemoving(name);
+  if (!marked.ok()) return marked.status();
+  LiveVolume* live = marked.value();
   ReachedStep("remove-1-marked");
+  // Without volume_mu, so that volumes() (stats) answers meanwhile.
   // Cleaned and dropped until nothing of it is left: a request it took
   // before it stopped accepting may still have landed after a pass.
   const auto [first, end] = im.VolumeLines(*live);
@@ -230,7 +216,29 @@ Status Engine::RemoveVolume(const std::string& name, const FlushProgress& progre
     if (pass == 10) return Status::Busy("volume " + name + " still takes requests; stop its clients, then remove it again");
   }
   ReachedStep("remove-2-dropped");
+  MutexLock lock(im.volume_mu);
   return im.FinishRemoval(*live);
+}
+
+Result<LiveVolume*> Engine::Impl::MarkRemoving(const std::string& name) {
+  MutexLock lock(volume_mu);
+  if (shut_down.load()) return Status::Busy("the cache is shut down");
+  CACHECORE_RETURN_IF_ERROR(RefuseIfMetadataFailed(*this));
+  auto it = std::find_if(volume_table.begin(), volume_table.end(), [&](const VolumeRecord& r) { return r.name == name; });
+  if (it == volume_table.end()) return Status::NotFound("the cache has no volume named " + name);
+  if (volume_table.size() == 1) {
+    return Status::Busy("volume " + name + " is the cache's last: detach the cache to release it");
+  }
+  LiveVolume* live = volumes.ById(it->id);
+  live->accepting.store(false);
+  if (it->state == VolumeRecord::State::kActive) {
+    std::vector<VolumeRecord> table = volume_table;
+    for (VolumeRecord& r : table) {
+      if (r.id == live->id) r.state = VolumeRecord::State::kRemoving;
+    }
+    CACHECORE_RETURN_IF_ERROR(SaveVolumeTable(std::move(table)));
+  }
+  return live;
 }
 
 Status Engine::SetVolumeCutoff(const std::string& name, std::optional<uint64_t> bytes) {

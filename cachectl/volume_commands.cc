@@ -30,6 +30,23 @@ int LoadCache(const Dirs& dirs, const std::string& verb, const std::string& name
   return 0;
 }
 
+// Sends add or remove to NAME's daemon; a daemon that dies on the way (a
+// crash) is told apart from one that was not running.
+int AskVolumeChange(const Dirs& dirs, const std::string& verb, const std::string& name, const Request& request,
+                    const ProgressSink& progress = {}) {
+  const bool running = SendControl(dirs.ControlSocket(name), StatsRequest{}).ok();
+  if (!running) return Fail(kExitNotFound, verb + ": cache '" + name + "' is not running");
+  Result<ControlReply> reply = SendControl(dirs.ControlSocket(name), request, progress);
+  if (isatty(STDOUT_FILENO) && progress) std::printf("\n");
+  if (!reply.ok()) {
+    return Fail(kExitFailed, verb + ": the daemon of '" + name + "' died during the " + verb + " (see " +
+                                 dirs.LogFile(name) + "); 'cachectl start " + name +
+                                 "' brings the cache back, no flushed data lost");
+  }
+  if (reply->exit_code != 0) return Fail(reply->exit_code, verb + ": " + reply->message);
+  return 0;
+}
+
 }  // namespace
 
 int RunAdd(const std::vector<std::string>& args) {
@@ -64,8 +81,7 @@ int RunAdd(const std::vector<std::string>& args) {
   if (Status s = CheckDevices(dirs, path, config["cache"], name); !s.ok()) {
     return Fail(ExitCodeOf(s), "add: " + s.message());
   }
-  ControlReply reply;
-  if (int rc = AskCache(dirs, name, "add", AddVolumeRequest{volume, path}, &reply); rc != 0) return rc;
+  if (int rc = AskVolumeChange(dirs, "add", name, AddVolumeRequest{volume, path}); rc != 0) return rc;
   std::printf("added %s to cache %s as volume %s: nbd+unix:///%s?socket=%s\n", path.c_str(), name.c_str(),
               volume.c_str(), volume.c_str(), dirs.NbdSocket(name).c_str());
   return 0;
@@ -88,10 +104,9 @@ int RunRemove(const std::vector<std::string>& args) {
   const Dirs dirs = common.dirs();
   CacheConfig config;
   if (int rc = LoadCache(dirs, "remove", name, &config); rc != 0) return rc;
-  ControlReply reply;
-  const int rc = AskCache(dirs, name, "remove", RemoveVolumeRequest{volume}, &reply, ProgressPrinter("remove"));
-  if (isatty(STDOUT_FILENO)) std::printf("\n");
-  if (rc != 0) return rc;
+  if (int rc = AskVolumeChange(dirs, "remove", name, RemoveVolumeRequest{volume}, ProgressPrinter("remove")); rc != 0) {
+    return rc;
+  }
   std::printf("removed volume %s from cache %s; its origin holds all its data\n", volume.c_str(), name.c_str());
   return 0;
 }

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# A crash at each numbered step of attach, flush, mode switch and detach
+# A crash at each numbered step of attach, flush, mode switch, detach, and
+# adding and removing a volume
 # (cachecore/steps.h; the daemon dies by SIGKILL there when
 # CACHECTL_CRASH_AT names the step). After each: the cache restarts, or a
 # command refuses with one clear line that says what to do, and no flushed
@@ -118,6 +119,52 @@ for step in detach-1-flushed detach-2-shut-down detach-3-superblock-erased; do
   [ ! -d "$W/state/vol" ] || fail "state left after the detach"
   attach || fail "attach after the detach: $(cat "$W/out")"
   run detach vol
+done
+
+# Adding a volume: after the crash the volume is served (the store's table
+# had it before the first step), with its data, beside the first.
+vnbd() { echo "nbd:unix:$W/run/vol/nbd:exportname=vb"; }
+for step in add-1-table-saved add-2-line-space-saved; do
+  steps=$((steps + 1))
+  fresh || continue
+  truncate -s 8M "$W/b.img"
+  qemu-io -f raw "$W/b.img" -c 'write -P 0x33 0 8M' >/dev/null
+  arm
+  run add vol --origin "$W/b.img" --volume vb && fail "add succeeded"
+  crashed
+  grep -q "died during the add" "$W/err" || fail "the interrupted add said: $(cat "$W/err")"
+  restart
+  qemu-io -f raw "$(vnbd)" -c 'read -P 0x33 0 8M' -c 'write -P 0x44 0 1M' -c flush >"$W/io" 2>&1 &&
+    ! grep -q "verification failed\|error" "$W/io" || fail "volume vb after the crash: $(tail -3 "$W/io")"
+  run remove vol --volume vb || fail "remove vb: $(cat "$W/out")"
+  qemu-io -f raw "$W/b.img" -c 'read -P 0x44 0 1M' -c 'read -P 0x33 1M 7M' >"$W/io" 2>&1 &&
+    ! grep -q "verification failed\|error" "$W/io" || fail "b.img after the removal: $(tail -3 "$W/io")"
+  expect_data
+done
+
+# Removing a volume with dirty data: after the crash the volume is either
+# gone (its data on its origin) or not served until remove runs again.
+for step in remove-1-marked remove-2-dropped remove-3-forgotten; do
+  steps=$((steps + 1))
+  fresh || continue
+  truncate -s 8M "$W/b.img"
+  run add vol --origin "$W/b.img" --volume vb || { fail "add: $(cat "$W/out")"; continue; }
+  qemu-io -f raw "$(vnbd)" -c 'write -P 0x55 0 4M' -c flush >/dev/null 2>&1 || fail "writing to vb"
+  arm
+  run remove vol --volume vb && fail "remove succeeded"
+  crashed
+  grep -q "died during the remove" "$W/err" || fail "the interrupted remove said: $(cat "$W/err")"
+  restart
+  if [ $step = remove-3-forgotten ]; then
+    run remove vol --volume vb; [ $? -eq 3 ] || fail "remove of a volume already gone: $(cat "$W/out")"
+  else
+    grep -q "run 'cachectl remove vol --volume vb'" "$W/out" || fail "start does not say to finish the removal: $(cat "$W/out")"
+    run remove vol --volume vb || fail "remove again: $(cat "$W/out")"
+  fi
+  grep -q "vb" "$W/state/vol/volumes.conf" 2>/dev/null && fail "volumes.conf still lists vb"
+  qemu-io -f raw "$W/b.img" -c 'read -P 0x55 0 4M' >"$W/io" 2>&1 && ! grep -q "verification failed\|error" "$W/io" ||
+    fail "b.img after the removal: $(tail -3 "$W/io")"
+  expect_data
 done
 
 # A detach of a stopped cache starts it, cleans it and detaches it.

@@ -99,7 +99,7 @@ Status Engine::Impl::SaveVolumeTable(std::vector<VolumeRecord> table) {
 }
 
 Status Engine::Impl::PersistLineSpace() {
-  slots.ResizeDirtyMap(identity, volumes.size_bytes());  // no-op after AddVolume's own
+  slots.ResizeDirtyMap(identity, volumes.size_bytes());
   // The superblock first: a crash before the map's pages are written leaves
   // pages of the old geometry, which fail the checksum the new one seeds
   // (a damage assessment then trusts no map, rather than a wrong one).
@@ -163,7 +163,10 @@ Status Engine::Impl::DropVolumeLines(const LiveVolume& v) {
   for (size_t at = 0; at < cached.size(); at += kChunk) {
     RecordBatch batch;
     for (size_t k = at; k < std::min(cached.size(), at + kChunk); ++k) {
-      CACHECORE_RETURN_IF_ERROR(DropLine(cached[k], batch));
+      if (Status dropped = DropLine(cached[k], batch); !dropped.ok()) {
+        (void)Commit(batch, false);  // the slots emptied so far are freed, their deletes put
+        return dropped;
+      }
     }
     CACHECORE_RETURN_IF_ERROR(Commit(batch, false));
   }
@@ -236,7 +239,10 @@ Result<LiveVolume*> Engine::Impl::MarkRemoving(const std::string& name) {
     for (VolumeRecord& r : table) {
       if (r.id == live->id) r.state = VolumeRecord::State::kRemoving;
     }
-    CACHECORE_RETURN_IF_ERROR(SaveVolumeTable(std::move(table)));
+    if (Status saved = SaveVolumeTable(std::move(table)); !saved.ok()) {
+      live->accepting.store(true);  // the table still says active: so does the volume
+      return saved;
+    }
   }
   return live;
 }

@@ -489,6 +489,7 @@ std::vector<uint64_t> SlotTable::CachedLinesIn(uint64_t first, uint64_t end) {
 
 void SlotTable::ResizeDirtyMap(const CacheIdentity& identity, uint64_t line_space) {
   MutexLock lock(mu_);
+  if (dirty_map_.SameGeometry(identity, line_space)) return;  // AddVolume resized it before publishing
   DirtyMap resized(identity, line_space);
   std::vector<uint64_t> dirty;
   dirty_lines_.AppendRange(0, kNoLine, SIZE_MAX, dirty);

@@ -276,8 +276,9 @@ class SlotTable {
   // fewer than 2^32 - 1; line_index.h).
   bool Addresses(uint64_t lines) const { return lines_.Holds(lines); }
   // The dirty-region map over `line_space` bytes from now on (a volume
-  // added or removed), its regions set from the dirty lines; every page is
-  // written at the next persist.
+  // added or removed), its regions set from the dirty lines; nothing when
+  // the map has that geometry already. The caller writes every page
+  // (PersistDirtyMap kAll) after.
   void ResizeDirtyMap(const CacheIdentity& identity, uint64_t line_space) EXCLUDES(mu_);
   // Whether every line from first_line to last_line (inclusive) has a
   // dirty block: a write over them adds no dirty line.

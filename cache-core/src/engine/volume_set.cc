@@ -26,6 +26,7 @@ LiveVolume* VolumeSet::Publish(uint32_t id, uint64_t base, BlockDevice* origin) 
 }
 
 void VolumeSet::Withdraw(uint32_t id) {
+  std::unique_lock flushes(flush_mu_);  // waits for flushes that may hold the volume
   volumes_[id].store(nullptr, std::memory_order_release);
   UpdateEnd();
 }
@@ -93,6 +94,7 @@ bool VolumeSet::discards_without_waiting() const {
 }
 
 Status VolumeSet::FlushAll() {
+  std::shared_lock flushing(flush_mu_);
   Status first;
   for (const LiveVolume* v : All()) {
     Status s = v->origin->Flush();

@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <shared_mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -104,6 +105,10 @@ class VolumeSet final : public BlockDevice {
   void UpdateEnd();
 
   std::array<std::atomic<LiveVolume*>, kMaxVolumes> volumes_{};
+  // Shared by a flush of every origin; Withdraw takes it alone, so an
+  // origin is never flushed once its volume was withdrawn (its device may
+  // be closed then).
+  std::shared_mutex flush_mu_;
   std::atomic<uint64_t> end_{0};
   Restore restore_;
   std::mutex retired_mu_;

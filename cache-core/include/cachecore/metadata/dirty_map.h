@@ -70,6 +70,11 @@ class DirtyMap {
   static Result<OriginRanges> ReadStaleRanges(BlockDevice* cache, const CacheIdentity& identity,
                                               uint64_t line_space);
   uint64_t line_space() const { return line_space_; }
+  // Whether a map for (identity, line_space) would have this one's regions
+  // and page checksums.
+  bool SameGeometry(const CacheIdentity& identity, uint64_t line_space) const {
+    return line_space == line_space_ && (identity.format_version >= 3 ? region_size_ : 0) == seeded_region_size_;
+  }
 
  private:
   uint32_t RegionOf(uint64_t line) const { return static_cast<uint32_t>(line / lines_per_region_); }

@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/program_options.hpp>
 #include <cstdio>
 #include <cstring>
@@ -67,16 +68,23 @@ Status CheckDevices(const Dirs& dirs, const std::string& origin, const std::stri
     }
     if (fd >= 0) close(fd);
   }
+  const std::optional<std::string> dm = network_origin ? std::nullopt : shim::DmNameOf(origin);
   for (const std::string& other : ListCaches(dirs)) {
     Result<CacheConfig> c = LoadConfig(dirs.ConfigFile(other));
     if (!c.ok()) continue;
-    if (auto vol = shim::DmNameOf(origin); vol && c.value()["online_volume"] == *vol) {
-      return Status::Busy("/dev/mapper/" + *vol + " is cached already, by cache '" + other + "'");
-    }
     // A cache's volumes' origins are its origins too.
     std::vector<std::pair<std::string, std::string>> used = {{"origin", c.value()["origin"]}, {"cache", c.value()["cache"]}};
-    if (Result<CacheConfig> added = LoadConfig(dirs.VolumesFile(other)); added.ok()) {
-      for (const auto& [volume, path] : added.value()) used.push_back({"volume " + volume, path});
+    std::vector<std::string> online = {c.value()["online_volume"]}, own = {other};  // dm devices it uses, and makes
+    Result<std::vector<ListedVolume>> added = LoadListedVolumes(dirs, other);
+    for (const ListedVolume& v : added.ok() ? added.value() : std::vector<ListedVolume>{}) {
+      used.push_back({"volume " + v.name, v.origin});
+      (v.online_volume.empty() ? own : online).push_back(v.online_volume.empty() ? v.name : v.online_volume);
+    }
+    if (dm && std::find(online.begin(), online.end(), *dm) != online.end()) {
+      return Status::Busy("/dev/mapper/" + *dm + " is cached already, by cache '" + other + "'");
+    }
+    if (dm && std::find(own.begin(), own.end(), *dm) != own.end()) {
+      return Status::Busy("/dev/mapper/" + *dm + " is served by cache '" + other + "'; it cannot be its own origin");
     }
     for (const auto& [role, used_path] : used) {
       if (network_origin && used_path == origin) {

@@ -134,6 +134,19 @@ Status StartMetrics(Daemon& d) {
   return Status::Ok();
 }
 
+// The hidden devices of online volumes that have their own tables again
+// (their origins closed first): made again at the next start.
+std::vector<std::string> HiddenOriginsToDrop(const Daemon& d) {
+  std::vector<std::string> hidden;
+  if (!d.spec.online_volume.empty() && !d.front.online_swapped) hidden.push_back(HiddenOriginName(d.spec.name));
+  for (const auto& [name, v] : d.added_volumes) {
+    if (!v.listed.online_volume.empty() && !v.front.online_swapped) {
+      hidden.push_back(HiddenOriginName(d.spec.name, name));
+    }
+  }
+  return hidden;
+}
+
 Status Open(Daemon& d) {
   if (!d.spec.online_volume.empty() && !shim::DeviceExists(HiddenOriginName(d.spec.name))) {
     Result<shim::DmTable> table = shim::DecodeTable(d.spec.online_table);
@@ -183,8 +196,15 @@ Status Open(Daemon& d) {
   auto nbd = shim::NbdServer::Start(d.backend.get(), o);
   if (!nbd.ok()) return nbd.status();
   d.nbd = std::move(nbd.value());
-  CACHECORE_RETURN_IF_ERROR(ServeAddedVolumes(d));
-  return StartKernelFrontEnd(d);
+  d.front = FrontEndFor(d, d.spec.name, d.backend.get(), d.engine->identity().origin_size, d.spec.online_volume,
+                        d.spec.online_table);
+  Status front = StartKernelFrontEnd(d.front);
+  {
+    std::lock_guard lock(d.volumes_mu);
+    PublishFrontEnd(d);
+  }
+  CACHECORE_RETURN_IF_ERROR(front);
+  return ServeAddedVolumes(d);
 }
 
 // Clears sockets a dead daemon left; refuses when a live one answers. With
@@ -361,7 +381,7 @@ void SignalLoop(Daemon& d) {
   Status s;
   {
     std::lock_guard lock(d.mu);
-    s = StopKernelFrontEnd(d);
+    s = StopFrontEnds(d);
   }
   if (!s.ok()) {
     // The volume is mounted: stopping would pull it from under the
@@ -407,13 +427,14 @@ void SignalLoop(Daemon& d) {
   if (!s.ok()) {
     Log("error", s.ToString());
     if (d.control_fd >= 0) unlink(spec.dirs.ControlSocket(spec.name).c_str());
-    (void)StopKernelFrontEnd(d);
+    (void)StopFrontEnds(d);
     if (d.metrics) d.metrics->Stop();
     if (d.nbd) d.nbd->Stop();
     d.engine.reset();
     d.origin.reset();
+    std::vector<std::string> hidden = HiddenOriginsToDrop(d);
     d.added_volumes.clear();
-    if (!spec.online_volume.empty()) (void)shim::RemoveDevice(HiddenOriginName(spec.name));
+    for (const std::string& name : hidden) (void)shim::RemoveDevice(name);
     ReportStart(ready_fd, d, s);
     _exit(1);
   }
@@ -454,6 +475,7 @@ void SignalLoop(Daemon& d) {
   Log(done.ok() ? "info" : "error", std::string(detach ? "detach" : "stop") + ": " + done.ToString());
   // Close everything (the store's lock above all) before answering, so a
   // 'cachectl start' right after the answer finds it free.
+  std::vector<std::string> hidden;
   {
     std::unique_lock engine_lock(d.engine_mu);
     d.engine.reset();
@@ -461,11 +483,10 @@ void SignalLoop(Daemon& d) {
     d.cache.reset();
     d.origin.reset();
     std::lock_guard volumes_lock(d.volumes_mu);
+    hidden = HiddenOriginsToDrop(d);
     d.added_volumes.clear();
   }
-  if (!spec.online_volume.empty() && !d.online_swapped) {
-    (void)shim::RemoveDevice(HiddenOriginName(spec.name));
-  }
+  for (const std::string& name : hidden) (void)shim::RemoveDevice(name);
   shutdown(d.control_fd, SHUT_RDWR);
   unlink(spec.dirs.ControlSocket(spec.name).c_str());
   unlink((spec.dirs.RunDir(spec.name) + "/pid").c_str());
@@ -486,14 +507,12 @@ Status StopDaemon(Daemon& d, bool detach, bool wipe) {
   Status s;
   {
     std::lock_guard lock(d.mu);
-    s = StopKernelFrontEnd(d);  // refused while mounted: the cache keeps serving
+    s = StopFrontEnds(d);  // refused while mounted: the cache keeps serving
   }
   if (!s.ok()) return s;
   RequestStop(d, detach, wipe);
   return WaitStopped(d);
 }
-
-std::string HiddenOriginName(const std::string& cache_name) { return "cachectl-origin-" + cache_name; }
 
 Status CheckFrontend(const std::string& frontend) {
   if (frontend == "auto" || frontend == "ublk" || frontend == "nbd" || frontend == "socket") {

@@ -47,9 +47,6 @@ struct DaemonSpec {
   std::string online_table;
 };
 
-// The hidden device that holds an online volume's original table.
-std::string HiddenOriginName(const std::string& cache_name);
-
 // Checks a --frontend value; the message lists the valid ones.
 cachecore::Status CheckFrontend(const std::string& frontend);
 

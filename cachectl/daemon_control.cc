@@ -20,15 +20,23 @@ PinTotals TotalsOf(const PinReport& r) { return {r.pinned_bytes, r.resident_byte
 // 0 in the engine's order; by number, as names may hold dots). None for a
 // cache of one volume: the cache's figures are its volume's.
 template <typename Kv, typename Num, typename Ratio>
-void AddVolumeFields(Engine& e, const Kv& kv, const Num& num, const Ratio& ratio) {
-  const std::vector<VolumeInfo> volumes = e.volumes();
+void AddVolumeFields(Daemon& d, const Kv& kv, const Num& num, const Ratio& ratio) {
+  const std::vector<VolumeInfo> volumes = d.engine->volumes();
   if (volumes.size() < 2) return;
+  std::map<std::string, Daemon::ShownFrontEnd> shown;
+  {
+    std::lock_guard lock(d.shown_mu);
+    shown = d.shown_volumes;
+    shown[d.spec.name] = d.shown;
+  }
   for (size_t i = 0; i < volumes.size(); ++i) {
     const VolumeInfo& v = volumes[i];
     const std::string p = "volume." + std::to_string(i) + ".";
     kv(p + "name", v.name);
     kv(p + "origin", v.origin_identity);
     kv(p + "state", v.removing ? "removing" : "served");
+    kv(p + "dm_device", shown[v.name].dm_device);
+    kv(p + "kernel_device", shown[v.name].kernel_device);
     num(p + "size_bytes", v.size);
     kv(p + "seq_cutoff", v.sequential_cutoff ? std::to_string(*v.sequential_cutoff) : "cache");
     num(p + "occupancy_lines", v.occupancy_lines);
@@ -63,9 +71,9 @@ StatsReply StatsOf(Daemon& d) {
   kv("metadata_failed", s.metadata_failed ? "true" : "false");
   {
     std::lock_guard lock(d.shown_mu);
-    kv("frontend", d.shown_frontend);
-    kv("kernel_device", d.shown_kernel_device);
-    kv("dm_device", d.shown_dm_device);
+    kv("frontend", d.shown.frontend);
+    kv("kernel_device", d.shown.kernel_device);
+    kv("dm_device", d.shown.dm_device);
   }
   num("line_size", e.line_size());
   num("origin_bytes", e.identity().origin_size);
@@ -134,7 +142,7 @@ StatsReply StatsOf(Daemon& d) {
   num("errors.origin.write", err.origin_write);
   num("errors.origin.flush", err.origin_flush);
   num("errors.metadata.write", err.metadata);
-  AddVolumeFields(e, kv, num, ratio);
+  AddVolumeFields(d, kv, num, ratio);
   return r;
 }
 

@@ -17,6 +17,7 @@
 #include "cachecore/metadata/metadata_store.h"
 #include "daemon.h"
 #include "history.h"
+#include "kernel_frontend.h"
 #include "metrics_server.h"
 #include "shim/engine_backend.h"
 #include "shim/kernel_device.h"
@@ -44,31 +45,31 @@ struct Daemon {
   // origin and the NBD export that serves it. The cache's first volume
   // (named as the cache) is `origin` and `backend`.
   struct AddedVolume {
-    std::string origin_path;
+    ListedVolume listed;  // as volumes.conf lists it
     std::unique_ptr<BlockDevice> origin;
-    std::unique_ptr<shim::EngineBackend> backend;  // null while not served (its removal did not finish)
+    std::unique_ptr<shim::EngineBackend> backend;  // its NBD export's (null until served)
+    KernelFrontEnd front;                          // /dev/mapper/VOLUME, or the online volume
   };
   std::mutex volumes_mu;  // one add or remove at a time; guards added_volumes
   std::map<std::string, AddedVolume> added_volumes;
   std::unique_ptr<shim::NbdServer> nbd;
   std::unique_ptr<MetricsServer> metrics;  // /metrics, with attach --listen
   History history;                         // a minute a row, for stats --history
-  std::unique_ptr<shim::KernelDevice> kernel;  // /dev/ublkbN or /dev/nbdN, when one runs
-  bool dm_created = false;                  // /dev/mapper/NAME over it
-  bool online_swapped = false;              // the online volume points at /dev/nbdN
-  std::string frontend_note;                // what the daemon chose, for stats
-  // What stats shows of the front end, copied by PublishFrontEnd whenever
-  // it changes: stats reads these from any thread (a control request, a
-  // scrape, the history) while a stop takes the kernel device away.
+  KernelFrontEnd front;  // the first volume's kernel device and /dev/mapper/NAME
+  // What stats shows of the front ends, copied by PublishFrontEnd whenever
+  // one changes: stats reads these from any thread (a control request, a
+  // scrape, the history) while a stop takes a kernel device away.
+  struct ShownFrontEnd {
+    std::string kernel_device, dm_device, frontend;
+  };
   std::mutex shown_mu;
-  std::string shown_kernel_device, shown_dm_device, shown_frontend;  // under shown_mu
+  ShownFrontEnd shown;                                   // under shown_mu: the first volume's
+  std::map<std::string, ShownFrontEnd> shown_volumes;  // under shown_mu: each added volume's
   // Counters a `stats --reset` zeroed, added up: the history, the error
   // watch and /metrics count from the daemon's start.
   std::mutex counters_mu;
   std::map<std::string, uint64_t> reset_base;  // under counters_mu
   std::vector<std::string> notices;         // for the user of 'start' (a repair made on the way)
-  std::string not_taken_back;               // why a kernel device a dead daemon left was not taken back
-  bool refused_over_dead_device = false;    // so 'auto' does not fall back to the socket alone
   int control_fd = -1;
   std::atomic<int> control_connections{0};  // open now, at most kMaxControlConnections
 
@@ -89,9 +90,18 @@ struct Daemon {
   Status stop_status;
 };
 
-// Copies the front end's state for stats (shown_*): by the thread that
-// changed it, after each change.
+// Copies the front ends' state for stats (shown*): by the thread that
+// changed one, after each change.
 void PublishFrontEnd(Daemon& d);
+// The kernel front end of an added volume, or of the first when `volume`
+// is the cache's name, as StartKernelFrontEnd needs it: the kernel device
+// the cache's front end chose (none when it serves the socket alone).
+KernelFrontEnd FrontEndFor(const Daemon& d, const std::string& volume, shim::BlockBackend* backend, uint64_t size,
+                           const std::string& online_volume, const std::string& online_table);
+// Stops every volume's kernel front end (added volumes first; online ones
+// are flushed and given their own tables back); kBusy, nothing changed,
+// while any /dev/mapper device of the cache is open.
+Status StopFrontEnds(Daemon& d);
 
 // Stops serving (the kernel device first: refused while it is mounted, and
 // the cache then keeps serving) and waits until the daemon has shut the

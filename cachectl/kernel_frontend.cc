@@ -1,15 +1,19 @@
 #include "kernel_frontend.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 
-#include "cachecore/metadata/superblock.h"
+#include "daemon_state.h"  // Log
 #include "shim/dm_device.h"
 #include "shim/kernel_nbd.h"
 #include "shim/ublk_device.h"
 
 namespace cachectl {
 
-using namespace cachecore;
+using cachecore::Result;
+using cachecore::Status;
+using cachecore::StatusCode;
 
 namespace {
 
@@ -18,16 +22,16 @@ namespace {
 // a mounted filesystem (ext4 with 1 KiB blocks cannot live on 4 KiB sectors).
 constexpr uint32_t kKernelBlockSize = 512;
 
-std::string UblkIdFile(const Daemon& d) { return d.spec.dirs.StateDir(d.spec.name) + "/ublk-id"; }
-std::string NbdDeviceFile(const Daemon& d) { return d.spec.dirs.StateDir(d.spec.name) + "/nbd-device"; }
+std::string UblkIdFile(const KernelFrontEnd& f) { return f.state_prefix + "ublk-id"; }
+std::string NbdDeviceFile(const KernelFrontEnd& f) { return f.state_prefix + "nbd-device"; }
 
 // The ublk device a dead daemon of this cache left behind, if it said so.
-int LeftUblkId(const Daemon& d) {
-  FILE* f = std::fopen(UblkIdFile(d).c_str(), "r");
-  if (f == nullptr) return -1;
+int LeftUblkId(const KernelFrontEnd& f) {
+  FILE* file = std::fopen(UblkIdFile(f).c_str(), "r");
+  if (file == nullptr) return -1;
   int id = -1;
-  if (std::fscanf(f, "%d", &id) != 1) id = -1;
-  std::fclose(f);
+  if (std::fscanf(file, "%d", &id) != 1) id = -1;
+  std::fclose(file);
   return id;
 }
 
@@ -39,23 +43,17 @@ struct LeftDevice {
   int index = -1;
 };
 
-LeftDevice LeftKernelDevice(const Daemon& d) {
-  if (FILE* f = std::fopen(NbdDeviceFile(d).c_str(), "r")) {
+LeftDevice LeftKernelDevice(const KernelFrontEnd& f) {
+  if (FILE* file = std::fopen(NbdDeviceFile(f).c_str(), "r")) {
     int index = -1;
     char how[16] = {};
-    bool read = std::fscanf(f, "%d %15s", &index, how) == 2 && index >= 0;
-    std::fclose(f);
+    bool read = std::fscanf(file, "%d %15s", &index, how) == 2 && index >= 0;
+    std::fclose(file);
     if (read) return {"/dev/nbd" + std::to_string(index), how, index};
   }
-  int ublk = LeftUblkId(d);
+  int ublk = LeftUblkId(f);
   if (ublk >= 0) return {"/dev/ublkb" + std::to_string(ublk), "ublk", ublk};
   return {};
-}
-
-// What names this cache to the kernel's NBD driver (/sys/block/nbdN/backend):
-// the kernel hands a device over only to a daemon that gives the same.
-std::string NbdBackendId(const Daemon& d) {
-  return "cachectl:" + d.spec.name + ":" + UuidToString(d.engine->identity().uuid);
 }
 
 // A kernel device for the engine, and what the next daemon needs to know
@@ -70,35 +68,35 @@ struct Connected {
 
 // Hands `left`, the NBD device a dead daemon of this cache left, to this
 // one; the reason when it cannot.
-Result<std::unique_ptr<shim::KernelNbd>> TakeBackNbd(Daemon& d, const LeftDevice& left) {
+Result<std::unique_ptr<shim::KernelNbd>> TakeBackNbd(KernelFrontEnd& f, const LeftDevice& left) {
   if (left.how == "ioctl") {
     return Status::NotSupported("was connected through the NBD ioctls, which cannot hand a device to a new daemon");
   }
-  return shim::KernelNbd::Reconnect(d.nbd.get(), left.index, NbdBackendId(d));
+  return shim::KernelNbd::Reconnect(f.nbd, left.index, f.backend_id, f.export_name);
 }
 
-Connected NbdConnected(std::unique_ptr<shim::KernelNbd> n, bool recovered, const Daemon& d) {
+Connected NbdConnected(std::unique_ptr<shim::KernelNbd> n, bool recovered, const KernelFrontEnd& f) {
   Connected c;
   c.note = "nbd";
   c.recovered = recovered;
-  c.state_file = NbdDeviceFile(d);
+  c.state_file = NbdDeviceFile(f);
   c.state = std::to_string(n->index()) + (n->by_ioctl() ? " ioctl\n" : " netlink\n");
   c.device = std::move(n);
   return c;
 }
 
 // A ublk device: the one a dead daemon left, taken back, else a new one.
-Result<Connected> StartUblk(Daemon& d, const LeftDevice& left) {
+Result<Connected> StartUblk(KernelFrontEnd& f, const LeftDevice& left) {
   const bool left_ublk = left.how == "ublk";
-  auto u = shim::UblkDevice::Start(d.backend.get(), d.engine->identity().origin_size, left_ublk ? left.index : -1);
+  auto u = shim::UblkDevice::Start(f.backend, f.size, left_ublk ? left.index : -1);
   if (!u.ok()) return u.status();
   Connected c;
   c.note = "ublk";
   c.recovered = u.value()->recovered();
-  c.state_file = UblkIdFile(d);
+  c.state_file = UblkIdFile(f);
   c.state = std::to_string(u.value()->id()) + "\n";
   if (c.recovered) Log("info", "took back " + u.value()->device() + " from a daemon that died");
-  if (left_ublk && !c.recovered) d.not_taken_back = "could not be taken back (ublk would not recover it)";
+  if (left_ublk && !c.recovered) f.not_taken_back = "could not be taken back (ublk would not recover it)";
   c.device = std::move(u.value());
   return c;
 }
@@ -106,34 +104,33 @@ Result<Connected> StartUblk(Daemon& d, const LeftDevice& left) {
 // A kernel block device for the engine: the one a dead daemon left, taken
 // back (ublk, or kernel NBD through netlink); else ublk (auto prefers it),
 // else kernel NBD. Why a device left behind was not taken back goes to
-// `d.not_taken_back`.
-Result<Connected> ConnectKernelDevice(Daemon& d) {
-  uint64_t size = d.engine->identity().origin_size;
-  const std::string& want = d.spec.frontend;
+// `f.not_taken_back`.
+Result<Connected> ConnectKernelDevice(KernelFrontEnd& f) {
+  const std::string& want = f.frontend;
   Status ublk_status = Status::NotSupported("not asked for");
-  LeftDevice left = LeftKernelDevice(d);
+  LeftDevice left = LeftKernelDevice(f);
   if ((want == "nbd" || want == "auto") && (left.how == "netlink" || left.how == "ioctl")) {
-    auto taken = TakeBackNbd(d, left);
+    auto taken = TakeBackNbd(f, left);
     if (taken.ok()) {
       Log("info", "took back " + left.path + " from a daemon that died");
-      return NbdConnected(std::move(taken.value()), true, d);
+      return NbdConnected(std::move(taken.value()), true, f);
     }
     const Status& why = taken.status();
-    d.not_taken_back = left.how == "ioctl" ? why.message() : "could not be taken back (" + why.message() + ")";
+    f.not_taken_back = left.how == "ioctl" ? why.message() : "could not be taken back (" + why.message() + ")";
     // kNotFound: gone with a reboot, say; nothing can wait on it.
-    Log(why.code() == StatusCode::kNotFound ? "info" : "warning", left.path + " " + d.not_taken_back);
+    Log(why.code() == StatusCode::kNotFound ? "info" : "warning", left.path + " " + f.not_taken_back);
   }
   if (want == "ublk" || want == "auto") {
-    auto u = StartUblk(d, left);
+    auto u = StartUblk(f, left);
     if (u.ok() || want == "ublk") return u;
     ublk_status = u.status();
   }
-  auto n = shim::KernelNbd::Connect(d.nbd.get(), size, kKernelBlockSize, NbdBackendId(d));
+  auto n = shim::KernelNbd::Connect(f.nbd, f.size, kKernelBlockSize, f.backend_id, f.export_name);
   if (!n.ok()) {
     return Status(want == "auto" ? Status::NotSupported(ublk_status.message() + "; " + n.status().message())
                                  : n.status());
   }
-  return NbdConnected(std::move(n.value()), false, d);
+  return NbdConnected(std::move(n.value()), false, f);
 }
 
 // Before a table is pointed elsewhere: a device the dead daemon left and
@@ -142,142 +139,129 @@ Result<Connected> ConnectKernelDevice(Daemon& d) {
 // would wait for that I/O, forever where the kernel holds it, and the
 // filesystem has seen errors where it failed: leave it as it is and say
 // what to do. A table nobody has open is swapped like any other.
-Status RefuseOverDeadDevice(Daemon& d, const std::string& dm_name) {
-  LeftDevice left = LeftKernelDevice(d);
+Status RefuseOverDeadDevice(KernelFrontEnd& f, const std::string& dm_name) {
+  LeftDevice left = LeftKernelDevice(f);
   if (left.path.empty() || !shim::DeviceExists(dm_name)) return Status::Ok();
   Result<bool> over = shim::DependsOn(dm_name, left.path);
   if (!over.ok() || !over.value()) return over.status();
   Result<bool> open = shim::IsOpen(dm_name);
   if (!open.ok() || !open.value()) return open.status();
-  std::string why = d.not_taken_back;
+  std::string why = f.not_taken_back;
   if (why.empty()) {
-    why = "was not taken back (start was asked for --frontend " + d.spec.frontend + "; --frontend " +
+    why = "was not taken back (start was asked for --frontend " + f.frontend + "; --frontend " +
           (left.how == "ublk" ? "ublk" : "nbd") + " takes it back)";
   }
-  d.refused_over_dead_device = true;
+  f.refused_over_dead_device = true;
   return Status::Busy(left.path + ", the kernel device of the daemon that died, " + why + "; /dev/mapper/" +
                       dm_name + " is open over it and its I/O has failed or waited since the crash: "
-                      "unmount it, then run 'cachectl start " + d.spec.name +
+                      "unmount it, then run 'cachectl start " + f.cache_name +
                       "' again (and check its filesystem before mounting it)");
 }
 
 // Tells the next daemon which kernel device this one serves, in case it
 // dies: before any table points at it.
-void RecordKernelDevice(const Daemon& d, const Connected& c) {
-  unlink(UblkIdFile(d).c_str());
-  unlink(NbdDeviceFile(d).c_str());
-  if (FILE* f = std::fopen(c.state_file.c_str(), "w")) {
-    std::fputs(c.state.c_str(), f);
-    std::fclose(f);
+void RecordKernelDevice(const KernelFrontEnd& f, const Connected& c) {
+  ForgetKernelDevice(f);
+  if (FILE* file = std::fopen(c.state_file.c_str(), "w")) {
+    std::fputs(c.state.c_str(), file);
+    std::fclose(file);
   }
 }
 
-// Online attach: the volume in use is reloaded to point at the kernel device.
-Status SwapInOnline(Daemon& d) {
-  uint64_t size = d.engine->identity().origin_size;
-  auto c = ConnectKernelDevice(d);
+// Online: the volume in use is reloaded to point at the kernel device.
+Status SwapInOnline(KernelFrontEnd& f) {
+  auto c = ConnectKernelDevice(f);
   if (!c.ok()) return c.status();
-  if (!c->recovered) CACHECORE_RETURN_IF_ERROR(RefuseOverDeadDevice(d, d.spec.online_volume));
-  RecordKernelDevice(d, c.value());
+  if (!c->recovered) CACHECORE_RETURN_IF_ERROR(RefuseOverDeadDevice(f, f.online_volume));
+  RecordKernelDevice(f, c.value());
   if (!c->recovered) {  // a device taken back is the one the volume points at already
-    shim::DmTable cached{{0, size / 512, "linear", c->device->device() + " 0"}};
-    CACHECORE_RETURN_IF_ERROR(shim::SwapTable(d.spec.online_volume, cached, nullptr));
+    shim::DmTable cached{{0, f.size / 512, "linear", c->device->device() + " 0"}};
+    CACHECORE_RETURN_IF_ERROR(shim::SwapTable(f.online_volume, cached, nullptr));
   }
-  d.kernel = std::move(c->device);
-  d.online_swapped = true;
-  d.frontend_note = c->note;
-  Log("info", "online: /dev/mapper/" + d.spec.online_volume + " now goes through " + d.kernel->device());
+  f.kernel = std::move(c->device);
+  f.online_swapped = true;
+  f.note = c->note;
+  Log("info", "online: /dev/mapper/" + f.online_volume + " now goes through " + f.kernel->device());
   return Status::Ok();
 }
 
 // /dev/mapper/NAME over the kernel device. One a dead daemon left is kept
 // when its device was taken back, and replaced when nothing has it open.
-Status PutDmDeviceOver(Daemon& d, const Connected& c) {
-  if (shim::DeviceExists(d.spec.name)) {
+Status PutDmDeviceOver(KernelFrontEnd& f, const Connected& c) {
+  if (shim::DeviceExists(f.dm_name)) {
     if (c.recovered) return Status::Ok();
-    CACHECORE_RETURN_IF_ERROR(RefuseOverDeadDevice(d, d.spec.name));
-    Result<bool> over = shim::DependsOn(d.spec.name, LeftKernelDevice(d).path);
-    if (over.ok() && over.value()) CACHECORE_RETURN_IF_ERROR(shim::RemoveDevice(d.spec.name));
+    CACHECORE_RETURN_IF_ERROR(RefuseOverDeadDevice(f, f.dm_name));
+    Result<bool> over = shim::DependsOn(f.dm_name, LeftKernelDevice(f).path);
+    if (over.ok() && over.value()) CACHECORE_RETURN_IF_ERROR(shim::RemoveDevice(f.dm_name));
   }
-  RecordKernelDevice(d, c);
-  return shim::CreateLinearDevice(d.spec.name, c.device->device(), d.engine->identity().origin_size / 512);
+  RecordKernelDevice(f, c);
+  return shim::CreateLinearDevice(f.dm_name, c.device->device(), f.size / 512);
 }
 
 }  // namespace
 
-void PublishFrontEnd(Daemon& d) {
-  std::string kernel = d.kernel ? d.kernel->device() : "";
-  std::string dm = d.dm_created       ? "/dev/mapper/" + d.spec.name
-                   : d.online_swapped ? "/dev/mapper/" + d.spec.online_volume
-                                      : "";
-  std::lock_guard lock(d.shown_mu);
-  d.shown_kernel_device = std::move(kernel);
-  d.shown_dm_device = std::move(dm);
-  d.shown_frontend = d.frontend_note;
+std::string KernelFrontEnd::dm_device() const {
+  return dm_created ? "/dev/mapper/" + dm_name : online_swapped ? "/dev/mapper/" + online_volume : "";
 }
 
-namespace {
+void ForgetKernelDevice(const KernelFrontEnd& f) {
+  unlink(UblkIdFile(f).c_str());
+  unlink(NbdDeviceFile(f).c_str());
+}
 
 // The kernel front end: a kernel device, /dev/mapper/NAME over it.
-Status StartFrontEnd(Daemon& d) {
-  const std::string& want = d.spec.frontend;
-  if (!d.spec.online_volume.empty()) return SwapInOnline(d);
+Status StartKernelFrontEnd(KernelFrontEnd& f) {
+  const std::string& want = f.frontend;
+  if (!f.online_volume.empty()) return SwapInOnline(f);
   if (want == "socket") {
-    d.frontend_note = "socket";
+    f.note = "socket";
     return Status::Ok();
   }
-  auto c = ConnectKernelDevice(d);
+  auto c = ConnectKernelDevice(f);
   Status s = c.status();
   if (s.ok()) {
-    s = PutDmDeviceOver(d, c.value());
+    s = PutDmDeviceOver(f, c.value());
     if (s.ok()) {
-      d.kernel = std::move(c->device);
-      d.dm_created = true;
-      d.frontend_note = c->note;
-      Log("info", "kernel front end: " + d.kernel->device() + " as /dev/mapper/" + d.spec.name);
+      f.kernel = std::move(c->device);
+      f.dm_created = true;
+      f.note = c->note;
+      Log("info", "kernel front end: " + f.kernel->device() + " as /dev/mapper/" + f.dm_name);
       return Status::Ok();
     }
   }
-  if (want != "auto" || d.refused_over_dead_device) return s;
-  d.frontend_note = "socket";  // auto: the socket alone, and say why
-  Log("info", "front end: the NBD socket alone (" + s.message() + ")");
+  if (want != "auto" || f.refused_over_dead_device) return s;
+  f.note = "socket";  // auto: the socket alone, and say why
+  Log("info", "front end of " + f.export_name + ": the NBD socket alone (" + s.message() + ")");
   return Status::Ok();
 }
 
-}  // namespace
-
-Status StartKernelFrontEnd(Daemon& d) {
-  Status s = StartFrontEnd(d);
-  PublishFrontEnd(d);
-  return s;
+Status RefuseWhileOpen(const KernelFrontEnd& f) {
+  if (!f.dm_created) return Status::Ok();
+  Result<bool> open = shim::IsOpen(f.dm_name);
+  if (!open.ok()) return open.status();
+  if (open.value()) return Status::Busy("/dev/mapper/" + f.dm_name + " is in use (mounted?): unmount it first");
+  return Status::Ok();
 }
 
-// Undoes StartKernelFrontEnd; kBusy (and nothing changed) while the
-// device is in use.
-Status StopKernelFrontEnd(Daemon& d) {
-  if (d.online_swapped) {
-    // With the volume suspended nothing new arrives: flush, then give it
-    // back its own table. On any failure it keeps the cached one.
-    Result<shim::DmTable> original = shim::DecodeTable(d.spec.online_table);
+Status StopKernelFrontEnd(KernelFrontEnd& f, const std::function<Status()>& while_suspended) {
+  if (f.online_swapped) {
+    // With the volume suspended nothing new arrives: run what must finish
+    // first, then give it back its own table. On any failure it keeps the
+    // cached one.
+    Result<shim::DmTable> original = shim::DecodeTable(f.online_table);
     if (!original.ok()) return original.status();
-    CACHECORE_RETURN_IF_ERROR(shim::SwapTable(d.spec.online_volume, original.value(),
-                                              [&] { return d.engine->Flush(); }));
-    d.online_swapped = false;
-    PublishFrontEnd(d);
-    Log("info", "online: /dev/mapper/" + d.spec.online_volume + " has its own table again");
+    CACHECORE_RETURN_IF_ERROR(shim::SwapTable(f.online_volume, original.value(), while_suspended));
+    f.online_swapped = false;
+    Log("info", "online: /dev/mapper/" + f.online_volume + " has its own table again");
   }
-  if (d.dm_created) {
-    CACHECORE_RETURN_IF_ERROR(shim::RemoveDevice(d.spec.name));
-    d.dm_created = false;
-    PublishFrontEnd(d);
+  if (f.dm_created) {
+    CACHECORE_RETURN_IF_ERROR(shim::RemoveDevice(f.dm_name));
+    f.dm_created = false;
   }
-  if (d.kernel) {
-    CACHECORE_RETURN_IF_ERROR(d.kernel->Disconnect());
-    std::unique_ptr<shim::KernelDevice> gone = std::move(d.kernel);
-    PublishFrontEnd(d);  // before the device goes: stats reads the copy
-    gone.reset();
-    unlink(UblkIdFile(d).c_str());
-    unlink(NbdDeviceFile(d).c_str());
+  if (f.kernel) {
+    CACHECORE_RETURN_IF_ERROR(f.kernel->Disconnect());
+    f.kernel.reset();
+    ForgetKernelDevice(f);
   }
   return Status::Ok();
 }

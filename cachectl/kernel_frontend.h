@@ -1,19 +1,64 @@
-// The kernel block device over a running daemon's engine: ublk or kernel
-// NBD, taken back from a daemon of this cache that died when it can be, and
-// the device-mapper table over it (a plain /dev/mapper/NAME, or an online
-// volume swapped onto it). Internal to the cachectl executable.
+// A volume's kernel block device over the running daemon's engine: ublk or
+// kernel NBD, taken back from a daemon of this cache that died when it can
+// be, and the device-mapper table over it (a plain /dev/mapper/NAME, or an
+// online volume swapped onto it). The cache's first volume has one, and
+// each added volume its own. Internal to the cachectl executable.
 #pragma once
 
-#include "daemon_state.h"
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "cachecore/base/status.h"
+#include "shim/engine_backend.h"
+#include "shim/kernel_device.h"
+#include "shim/nbd_server.h"
 
 namespace cachectl {
 
-// Connects the kernel device the spec asks for and puts the dm device over
-// it; what it chose goes to d.frontend_note. Refuses (writing nothing) over
-// a device a dead daemon left that cannot be taken back but is still in use.
-Status StartKernelFrontEnd(Daemon& d);
-// Takes the dm device off the kernel device and disconnects it; refused
-// while the device is mounted (the cache then keeps serving).
-Status StopKernelFrontEnd(Daemon& d);
+struct KernelFrontEnd {
+  // What to serve, set before StartKernelFrontEnd.
+  std::string cache_name;     // for messages ("cachectl start NAME")
+  std::string dm_name;        // /dev/mapper/dm_name goes over the kernel device ...
+  std::string online_volume;  // ... unless this dm volume, in use, is pointed at it instead
+  std::string online_table;   // that volume's own table (encoded), given back at stop
+  std::string state_prefix;   // PREFIXublk-id or PREFIXnbd-device name the device for the next daemon
+  std::string backend_id;     // names it to the kernel's NBD driver
+  std::string export_name;    // the NBD export a kernel NBD device is served by
+  std::string frontend;       // auto, ublk, nbd or socket
+  shim::BlockBackend* backend = nullptr;
+  shim::NbdServer* nbd = nullptr;
+  uint64_t size = 0;  // bytes
+
+  // What StartKernelFrontEnd chose.
+  std::unique_ptr<shim::KernelDevice> kernel;  // /dev/ublkbN or /dev/nbdN, when one runs
+  bool dm_created = false;                     // /dev/mapper/dm_name over it
+  bool online_swapped = false;                 // the online volume points at it
+  std::string note;                            // ublk, nbd or socket, for stats
+  std::string not_taken_back;                  // why a device a dead daemon left was not taken back
+  bool refused_over_dead_device = false;       // so 'auto' does not fall back to the socket alone
+
+  // The dm device users see ("" while none): /dev/mapper/dm_name or the
+  // online volume.
+  std::string dm_device() const;
+  std::string kernel_device() const { return kernel ? kernel->device() : ""; }
+};
+
+// Connects the kernel device `f.frontend` asks for and puts the dm device
+// over it (socket: neither; auto: the socket alone where the kernel has
+// neither ublk nor NBD, except for an online volume). Refuses (writing
+// nothing) over a device a dead daemon left that cannot be taken back but
+// is still in use.
+cachecore::Status StartKernelFrontEnd(KernelFrontEnd& f);
+// kBusy, naming it, while /dev/mapper/dm_name is open (mounted, say).
+cachecore::Status RefuseWhileOpen(const KernelFrontEnd& f);
+// Takes the dm device off the kernel device and disconnects it: kBusy (and
+// nothing changed) while /dev/mapper/dm_name is open. An online volume is
+// given its own table back; `while_suspended` runs first, with the volume
+// suspended (nothing new reaches the cache), and its failure keeps the
+// volume on the cache.
+cachecore::Status StopKernelFrontEnd(KernelFrontEnd& f, const std::function<cachecore::Status()>& while_suspended);
+// Forgets the state files of a front end that is not to be taken back.
+void ForgetKernelDevice(const KernelFrontEnd& f);
 
 }  // namespace cachectl

@@ -73,6 +73,43 @@ Result<CacheConfig> LoadConfig(const std::string& path) {
   return config;
 }
 
+Result<std::vector<ListedVolume>> LoadListedVolumes(const Dirs& dirs, const std::string& cache) {
+  std::vector<ListedVolume> volumes;
+  Result<CacheConfig> listed = LoadConfig(dirs.VolumesFile(cache));
+  if (!listed.ok()) {
+    if (listed.status().code() == cachecore::StatusCode::kNotFound) return volumes;  // none added
+    return listed.status();
+  }
+  for (const auto& [key, value] : listed.value()) {
+    if (key.find(':') == std::string::npos) volumes.push_back({key, value, "", ""});
+  }
+  for (ListedVolume& v : volumes) {
+    const CacheConfig& c = listed.value();
+    if (auto it = c.find(v.name + ":online"); it != c.end()) v.online_volume = it->second;
+    if (auto it = c.find(v.name + ":table"); it != c.end()) v.online_table = it->second;
+    if (v.online_volume.empty() != v.online_table.empty()) {
+      return Status::Corruption(dirs.VolumesFile(cache) + ": volume " + v.name + " lacks its online table or name");
+    }
+  }
+  return volumes;
+}
+
+Status SaveListedVolumes(const Dirs& dirs, const std::string& cache, const std::vector<ListedVolume>& volumes) {
+  CacheConfig listed;
+  for (const ListedVolume& v : volumes) {
+    listed[v.name] = v.origin;
+    if (v.online_volume.empty()) continue;
+    listed[v.name + ":online"] = v.online_volume;
+    listed[v.name + ":table"] = v.online_table;
+  }
+  return SaveConfig(dirs.VolumesFile(cache), listed);
+}
+
+// '+' is in no cache name, so no cache's hidden device is another's volume's.
+std::string HiddenOriginName(const std::string& cache, const std::string& volume) {
+  return "cachectl-origin-" + cache + (volume.empty() ? "" : "+" + volume);
+}
+
 std::vector<std::string> ListCaches(const Dirs& dirs) {
   std::vector<std::string> names;
   DIR* d = opendir(dirs.state.c_str());

@@ -22,7 +22,7 @@ struct Dirs {
   std::string NbdSocket(const std::string& name) const { return RunDir(name) + "/nbd"; }
   std::string Metadata(const std::string& name) const { return StateDir(name) + "/metadata"; }
   std::string ConfigFile(const std::string& name) const { return StateDir(name) + "/cache.conf"; }
-  // The cache's added volumes: VOLUME=ORIGIN lines (docs/design.md, "Volumes").
+  // The cache's added volumes (LoadListedVolumes; docs/design.md, "Volumes").
   std::string VolumesFile(const std::string& name) const { return StateDir(name) + "/volumes.conf"; }
   std::string LogFile(const std::string& name) const { return StateDir(name) + "/daemon.log"; }
 };
@@ -40,6 +40,25 @@ std::string NameFromPath(const std::string& path);
 using CacheConfig = std::map<std::string, std::string>;
 cachecore::Status SaveConfig(const std::string& path, const CacheConfig& config);
 cachecore::Result<CacheConfig> LoadConfig(const std::string& path);
+
+// A volume added to a cache (cachectl add), as volumes.conf lists it:
+// VOLUME=ORIGIN, and for an online volume VOLUME:online=DM-NAME and
+// VOLUME:table=ITS-OWN-TABLE (':' is in no volume name).
+struct ListedVolume {
+  std::string name;
+  std::string origin;         // what the engine reads: for an online volume, its hidden device
+  std::string online_volume;  // an online volume: the dm device its users keep ("" otherwise)
+  std::string online_table;   // and its own table (shim::EncodeTable), given back at remove
+};
+// A cache's added volumes in name order (none when it has no volumes.conf);
+// kCorruption for a file that is not what SaveListedVolumes wrote.
+cachecore::Result<std::vector<ListedVolume>> LoadListedVolumes(const Dirs& dirs, const std::string& cache);
+cachecore::Status SaveListedVolumes(const Dirs& dirs, const std::string& cache,
+                                    const std::vector<ListedVolume>& volumes);
+// The device-mapper name of the hidden device that keeps an online
+// volume's own table while its users go through the cache: "" for the
+// cache's first volume.
+std::string HiddenOriginName(const std::string& cache, const std::string& volume = "");
 
 // Names of the caches with a state directory, sorted.
 std::vector<std::string> ListCaches(const Dirs& dirs);

@@ -90,42 +90,6 @@ Result<Fields> Describe(const Dirs& dirs, const std::string& name, bool reset, b
 }
 
 // The machine formats' fields: the schema's version first.
-// One volume's figures out of a cache's stats (`stats --volume`): the
-// cache's name and mode, then the volume's fields without their
-// "volume.N." prefix. A cache of one volume has no such fields: its own
-// figures are that volume's. kNotFound when there is no such volume.
-Result<Fields> VolumeView(const Fields& all, const std::string& cache, const std::string& volume) {
-  auto value = [&](const std::string& key) {
-    for (const auto& [k, v] : all) {
-      if (k == key) return v;
-    }
-    return std::string();
-  };
-  Fields out{{"name", cache}, {"volume", volume}, {"mode", value("mode")}};
-  for (size_t i = 0;; ++i) {
-    const std::string prefix = "volume." + std::to_string(i) + ".";
-    const std::string name = value(prefix + "name");
-    if (name.empty()) break;
-    if (name != volume) continue;
-    for (const auto& [k, v] : all) {
-      if (k.rfind(prefix, 0) == 0 && k != prefix + "name") out.push_back({k.substr(prefix.size()), v});
-    }
-    return out;
-  }
-  if (volume != cache || !value("volume.0.name").empty() || value("state") == "stopped") {
-    return Status::NotFound("cache '" + cache + "' has no volume '" + volume + "'" +
-                            (value("state") == "stopped" ? " running (it is stopped)" : ""));
-  }
-  out.push_back({"state", "served"});
-  out.push_back({"size_bytes", value("origin_bytes")});
-  for (const char* key : {"occupancy_lines", "dirty_lines", "read_hits", "read_misses", "write_hits", "write_misses",
-                          "read_requests", "write_requests", "read_bytes", "write_bytes", "read_hit_ratio",
-                          "hit_ratio"}) {
-    out.push_back({key, value(key)});
-  }
-  return out;
-}
-
 std::string PlainFields(const Fields& f) {
   std::string out;
   for (const auto& [k, v] : f) out += k + std::string(k.size() < 20 ? 20 - k.size() : 1, ' ') + v + "\n";
@@ -275,6 +239,18 @@ int RunStats(const std::vector<std::string>& args) {
   }
 }
 
+namespace {
+
+// Field KEY of volume VOLUME in cache NAME's stats; "" when the cache
+// does not run or has no such volume.
+std::string VolumeField(const Fields& all, const std::string& name, const std::string& volume,
+                        const std::string& key) {
+  Result<Fields> view = VolumeView(all, name, volume);
+  return view.ok() ? FieldView(view.value()).Text(key) : "";
+}
+
+}  // namespace
+
 int RunList(const std::vector<std::string>& args) {
   CommonOptions common;
   po::options_description desc = common.Describe("cachectl list [--json | --csv]\n\nexample: cachectl list");
@@ -286,6 +262,7 @@ int RunList(const std::vector<std::string>& args) {
                                    "hit_ratio", "kernel_device", "dm_device"};
   std::vector<Fields> rows;
   std::vector<std::vector<std::string>> human;  // SIZE, USED, DIRTY, HIT
+  std::vector<std::string> volume_lines;        // a line per added volume
   for (const std::string& name : ListCaches(dirs)) {
     bool running = false;
     const Fields all = DescribeForTable(dirs, name, &running);
@@ -298,12 +275,20 @@ int RunList(const std::vector<std::string>& args) {
     row.push_back({"occupied_bytes", running ? std::to_string(view.Count("occupancy_lines") * line) : ""});
     row.push_back({"nvme_export", view.Text("nvme_export.address")});
     // The volumes added to it (cachectl add), by name; the cache's own is its name.
-    std::string added;
-    if (Result<CacheConfig> listed = LoadConfig(dirs.VolumesFile(name)); listed.ok()) {
-      for (const auto& [volume, origin] : listed.value()) added += (added.empty() ? "" : ";") + volume + "=" + origin;
+    std::string added, lines;
+    Result<std::vector<ListedVolume>> listed = LoadListedVolumes(dirs, name);
+    for (const ListedVolume& v : listed.ok() ? listed.value() : std::vector<ListedVolume>{}) {
+      added += (added.empty() ? "" : ";") + v.name + "=" + v.origin;
+      std::string device = VolumeField(all, name, v.name, "dm_device");
+      if (device.empty()) device = "(NBD export " + v.name + ")";
+      char line[512];
+      std::snprintf(line, sizeof(line), "  + volume %-22s %-46s  %-18s %s\n", v.name.c_str(), "", device.c_str(),
+                    v.origin.c_str());
+      lines += line;
     }
     row.push_back({"volumes", added});
     rows.push_back(row);
+    volume_lines.push_back(lines);
     human.push_back({CapacityText(view), OccupancyText(view), DirtyText(view), HitRatioText(view)});
   }
   if (vm.count("json")) {
@@ -324,12 +309,7 @@ int RunList(const std::vector<std::string>& args) {
       std::printf("%-16s %-15s %-12s %10s %7s %7s %7s  %-18s %s -> %s\n", r[0].second.c_str(), r[1].second.c_str(),
                   r[2].second.c_str(), h[0].c_str(), h[1].c_str(), h[2].c_str(), h[3].c_str(), device.c_str(),
                   r[3].second.c_str(), r[4].second.c_str());
-      if (Result<CacheConfig> listed = LoadConfig(dirs.VolumesFile(r[0].second)); listed.ok()) {
-        for (const auto& [volume, origin] : listed.value()) {
-          std::printf("  + volume %-22s %-46s  %-18s %s\n", volume.c_str(), "", ("(NBD export " + volume + ")").c_str(),
-                      origin.c_str());
-        }
-      }
+      std::printf("%s", volume_lines[i].c_str());
     }
   }
   return 0;

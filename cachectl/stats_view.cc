@@ -282,4 +282,42 @@ std::string HitRatioText(const FieldView& v) {
   return v.running() ? Percent(hits, hits + v.Count("read_misses") + v.Count("write_misses")) : "-";
 }
 
+// One volume's figures out of a cache's stats (`stats --volume`): the
+// cache's name and mode, then the volume's fields without their
+// "volume.N." prefix. A cache of one volume has no such fields: its own
+// figures are that volume's. kNotFound when there is no such volume.
+cachecore::Result<Fields> VolumeView(const Fields& all, const std::string& cache, const std::string& volume) {
+  auto value = [&](const std::string& key) {
+    for (const auto& [k, v] : all) {
+      if (k == key) return v;
+    }
+    return std::string();
+  };
+  Fields out{{"name", cache}, {"volume", volume}, {"mode", value("mode")}};
+  for (size_t i = 0;; ++i) {
+    const std::string prefix = "volume." + std::to_string(i) + ".";
+    const std::string name = value(prefix + "name");
+    if (name.empty()) break;
+    if (name != volume) continue;
+    for (const auto& [k, v] : all) {
+      if (k.rfind(prefix, 0) == 0 && k != prefix + "name") out.push_back({k.substr(prefix.size()), v});
+    }
+    return out;
+  }
+  if (volume != cache || !value("volume.0.name").empty() || value("state") == "stopped") {
+    return cachecore::Status::NotFound("cache '" + cache + "' has no volume '" + volume + "'" +
+                            (value("state") == "stopped" ? " running (it is stopped)" : ""));
+  }
+  out.push_back({"state", "served"});
+  out.push_back({"dm_device", value("dm_device")});
+  out.push_back({"kernel_device", value("kernel_device")});
+  out.push_back({"size_bytes", value("origin_bytes")});
+  for (const char* key : {"occupancy_lines", "dirty_lines", "read_hits", "read_misses", "write_hits", "write_misses",
+                          "read_requests", "write_requests", "read_bytes", "write_bytes", "read_hit_ratio",
+                          "hit_ratio"}) {
+    out.push_back({key, value(key)});
+  }
+  return out;
+}
+
 }  // namespace cachectl

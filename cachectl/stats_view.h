@@ -39,6 +39,12 @@ class FieldView {
   std::map<std::string, std::string> values_;
 };
 
+// One volume's figures out of a cache's stats (`stats --volume`): the
+// cache's name and mode, then the volume's fields without their
+// "volume.N." prefix (for a cache of one volume, its own figures).
+// kNotFound when there is no such volume.
+cachecore::Result<Fields> VolumeView(const Fields& all, const std::string& cache, const std::string& volume);
+
 // `stats NAME`: the cache, usage, requests, errors and settings, each
 // number with its unit.
 std::string HumanStats(const Fields& fields);

@@ -13,6 +13,7 @@
 #include "cachecore/devices/nbd_device.h"  // IsNbdUri
 #include "cli_common.h"
 #include "commands.h"
+#include "stats_view.h"
 
 namespace cachectl {
 
@@ -56,7 +57,9 @@ int RunAdd(const std::vector<std::string>& args) {
       "cachectl add NAME --origin DEV --volume VOLUME\n\n"
       "Adds DEV to the running cache NAME as volume VOLUME: it shares the cache's SSD\n"
       "with the cache's other volumes and is served at once as the NBD export VOLUME\n"
-      "on the cache's socket. DEV must not be in use.\n\n"
+      "on the cache's socket and, where the cache has a kernel device, as\n"
+      "/dev/mapper/VOLUME. A device-mapper volume in use is cached online: it keeps\n"
+      "its name and users. Any other DEV must not be in use.\n\n"
       "example: cachectl add data --origin /dev/vg0/logs --volume logs");
   desc.add_options()("name", po::value(&name)->required(), "cache name")(
       "origin", po::value(&origin)->required(), "the volume's origin: a block device, a file or an NBD URI")(
@@ -82,8 +85,13 @@ int RunAdd(const std::vector<std::string>& args) {
     return Fail(ExitCodeOf(s), "add: " + s.message());
   }
   if (int rc = AskVolumeChange(dirs, "add", name, AddVolumeRequest{volume, path}); rc != 0) return rc;
-  std::printf("added %s to cache %s as volume %s: nbd+unix:///%s?socket=%s\n", path.c_str(), name.c_str(),
-              volume.c_str(), volume.c_str(), dirs.NbdSocket(name).c_str());
+  std::printf("added %s to cache %s as volume %s\n", path.c_str(), name.c_str(), volume.c_str());
+  Result<Fields> view = VolumeView(CurrentStats(dirs, name).fields, name, volume);
+  const std::string dm = view.ok() ? FieldView(view.value()).Text("dm_device") : "";
+  if (!dm.empty()) {
+    std::printf("  block device: %s (over %s)\n", dm.c_str(), FieldView(view.value()).Text("kernel_device").c_str());
+  }
+  std::printf("  NBD export: nbd+unix:///%s?socket=%s\n", volume.c_str(), dirs.NbdSocket(name).c_str());
   return 0;
 }
 
@@ -92,8 +100,10 @@ int RunRemove(const std::vector<std::string>& args) {
   CommonOptions common;
   po::options_description desc = common.Describe(
       "cachectl remove NAME --volume VOLUME\n\n"
-      "Ends the clients of volume VOLUME, writes its dirty data to its origin, and\n"
-      "takes it off the cache NAME; the cache's other volumes go on meanwhile.\n\n"
+      "Takes volume VOLUME's kernel device away (refused while /dev/mapper/VOLUME is\n"
+      "open; an online volume gets its own table back), ends its NBD clients, writes\n"
+      "its dirty data to its origin, and takes it off the cache NAME; the cache's\n"
+      "other volumes go on meanwhile.\n\n"
       "example: cachectl remove data --volume logs");
   desc.add_options()("name", po::value(&name)->required(), "cache name")(
       "volume", po::value(&volume)->required(), "the volume to take off");

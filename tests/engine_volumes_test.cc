@@ -182,6 +182,21 @@ TEST_F(EngineVolumesTest, RemovingAVolumeCleansItAndLeavesTheOthersCached) {
   EXPECT_TRUE(HasPattern(rig_.engine(), 0, 4 * kLine, 6));
 }
 
+TEST_F(EngineVolumesTest, FlushingOneVolumeCleansItAloneAndKeepsItServed) {
+  Engine& e = rig_.engine();
+  ASSERT_TRUE(WritePattern(e, 0, 4 * kLine, 8).ok());
+  ASSERT_TRUE(WritePattern(e, base1_, 8 * kLine, 9).ok());
+  ASSERT_TRUE(e.FlushVolume("vol1").ok());
+  EXPECT_EQ(Info("vol1").dirty_lines, 0u);
+  EXPECT_EQ(Info("vol1").occupancy_lines, 8u);  // cleaned, still cached
+  EXPECT_TRUE(OriginHolds(rig_.extra_origin("vol1"), 0, 8 * kLine, base1_, 9));
+  EXPECT_EQ(Info("vol0").dirty_lines, 4u);  // the other volume's dirty data stays dirty
+  EXPECT_TRUE(HasPattern(e, base1_, 8 * kLine, 9));
+  ASSERT_TRUE(WritePattern(e, base1_, kLine, 10).ok());  // still taking requests
+  EXPECT_EQ(e.FlushVolume("nope").code(), StatusCode::kNotFound);
+  EXPECT_TRUE(e.CheckRecordsAgreeForTest().ok());
+}
+
 TEST_F(EngineVolumesTest, TheFirstVolumeCanGoWhileAnotherStays) {
   Engine& e = rig_.engine();
   ASSERT_TRUE(WritePattern(e, 0, 2 * kLine, 8).ok());

@@ -99,7 +99,8 @@ Result<std::unique_ptr<KernelNbd>> KernelNbd::ConnectByIoctl(int kernel_end, uin
 }
 
 Result<std::unique_ptr<KernelNbd>> KernelNbd::Connect(NbdServer* server, uint64_t size_bytes,
-                                                      uint32_t block_size, const std::string& backend) {
+                                                      uint32_t block_size, const std::string& backend,
+                                                      const std::string& export_name) {
   // Netlink unless the kernel lacks it (or CACHECTL_NBD_IOCTL=1 asks for
   // the ioctls, which is how the guest tests reach that path).
   const char* force = std::getenv("CACHECTL_NBD_IOCTL");
@@ -115,7 +116,7 @@ Result<std::unique_ptr<KernelNbd>> KernelNbd::Connect(NbdServer* server, uint64_
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair) != 0) {
     return Status::IoError(std::string("socketpair: ") + std::strerror(errno));
   }
-  Status adopted = server->Adopt(pair[0]);  // our end: requests straight away, no handshake
+  Status adopted = server->Adopt(pair[0], export_name);  // our end: requests straight away, no handshake
   if (!adopted.ok()) {
     close(pair[0]);
     close(pair[1]);
@@ -176,7 +177,8 @@ Result<int> KernelNbd::HandOverSocket(uint16_t family, int index, const std::str
 }
 
 Result<std::unique_ptr<KernelNbd>> KernelNbd::Reconnect(NbdServer* server, int index,
-                                                        const std::string& backend) {
+                                                        const std::string& backend,
+                                                        const std::string& export_name) {
   const std::string dev = DevicePath(index);
   if (access((SysBlock(index) + "/pid").c_str(), F_OK) != 0) {
     return Status::NotFound(dev + " is no longer connected");
@@ -193,7 +195,7 @@ Result<std::unique_ptr<KernelNbd>> KernelNbd::Reconnect(NbdServer* server, int i
     ours = HandOverSocket(family.value(), index, backend);
   }
   if (!ours.ok()) return ours.status();
-  Status adopted = server->Adopt(ours.value());
+  Status adopted = server->Adopt(ours.value(), export_name);
   if (!adopted.ok()) {
     close(ours.value());  // the kernel goes on holding the I/O for another try
     return adopted;

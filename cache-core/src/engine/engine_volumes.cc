@@ -223,6 +223,20 @@ Status Engine::RemoveVolume(const std::string& name, const FlushProgress& progre
   return im.FinishRemoval(*live);
 }
 
+Status Engine::FlushVolume(const std::string& name, const FlushProgress& progress) {
+  Impl& im = *impl_;
+  MutexLock manage(im.manage_mu);  // the volume stays while it is cleaned
+  const LiveVolume* live = nullptr;
+  {
+    MutexLock lock(im.volume_mu);
+    auto it = std::find_if(im.volume_table.begin(), im.volume_table.end(),
+                           [&](const VolumeRecord& r) { return r.name == name; });
+    if (it == im.volume_table.end()) return Status::NotFound("the cache has no volume named " + name);
+    live = im.volumes.ById(it->id);
+  }
+  return im.CleanVolume(*live, progress);
+}
+
 Result<LiveVolume*> Engine::Impl::MarkRemoving(const std::string& name) {
   MutexLock lock(volume_mu);
   if (shut_down.load()) return Status::Busy("the cache is shut down");

@@ -31,9 +31,11 @@ class KernelNbd : public KernelDevice {
   // Connects a free /dev/nbdN. `backend` names what it serves: the kernel
   // shows it in /sys/block/nbdN/backend and Reconnect must give the same.
   // kNotSupported when the kernel has no NBD driver (after trying to load
-  // the module).
+  // the module). The kernel's requests go to `server`'s export
+  // `export_name` ("": its first).
   static Result<std::unique_ptr<KernelNbd>> Connect(NbdServer* server, uint64_t size_bytes,
-                                                    uint32_t block_size, const std::string& backend);
+                                                    uint32_t block_size, const std::string& backend,
+                                                    const std::string& export_name = "");
   // Hands /dev/nbd<index>, which a daemon that died left connected through
   // netlink, to `server`: the kernel sends the I/O it held, and the
   // requests the dead daemon had taken, on the new socket. kNotFound when
@@ -41,7 +43,8 @@ class KernelNbd : public KernelDevice {
   // serves another backend, or its old connection still looks alive after
   // a few seconds (the old daemon is not dead). Bounded in time.
   static Result<std::unique_ptr<KernelNbd>> Reconnect(NbdServer* server, int index,
-                                                      const std::string& backend);
+                                                      const std::string& backend,
+                                                      const std::string& export_name = "");
   ~KernelNbd() override;  // disconnects if still connected
   const std::string& device() const override { return device_; }
   int index() const { return index_; }

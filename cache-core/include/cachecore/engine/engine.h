@@ -210,6 +210,9 @@ class Engine {
   // volume then stays, refusing requests, and RemoveVolume may be called
   // again (so does a start after a crash: volumes() says `removing`).
   Status RemoveVolume(const std::string& name, const FlushProgress& progress = {});
+  // Cleans volume `name`'s dirty lines now (Flush for one volume); the
+  // volume goes on taking requests. kNotFound for no such volume.
+  Status FlushVolume(const std::string& name, const FlushProgress& progress = {});
   // Volume `name`'s own sequential cutoff in bytes (0: off), or none to
   // take the cache's (SetSequentialCutoff). Saved; in force at once.
   Status SetVolumeCutoff(const std::string& name, std::optional<uint64_t> bytes);

@@ -427,7 +427,7 @@ void SignalLoop(Daemon& d) {
   if (!s.ok()) {
     Log("error", s.ToString());
     if (d.control_fd >= 0) unlink(spec.dirs.ControlSocket(spec.name).c_str());
-    (void)StopFrontEnds(d);
+    if (!StopFrontEnds(d).ok()) AbandonFrontEnds(d);
     if (d.metrics) d.metrics->Stop();
     if (d.nbd) d.nbd->Stop();
     d.engine.reset();

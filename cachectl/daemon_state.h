@@ -50,8 +50,9 @@ struct Daemon {
     std::unique_ptr<shim::EngineBackend> backend;  // its NBD export's (null until served)
     KernelFrontEnd front;                          // /dev/mapper/VOLUME, or the online volume
   };
-  std::mutex volumes_mu;  // one add or remove at a time; guards added_volumes
+  std::mutex volumes_mu;  // one add or remove at a time; guards added_volumes and stopping
   std::map<std::string, AddedVolume> added_volumes;
+  bool stopping = false;  // the front ends are stopped for good: no add or remove
   std::unique_ptr<shim::NbdServer> nbd;
   std::unique_ptr<MetricsServer> metrics;  // /metrics, with attach --listen
   History history;                         // a minute a row, for stats --history
@@ -93,6 +94,9 @@ struct Daemon {
 // Copies the front ends' state for stats (shown*): by the thread that
 // changed one, after each change.
 void PublishFrontEnd(Daemon& d);
+// Where a volume's kernel front end keeps its state files: STATE/NAME/ for
+// the cache's first volume, STATE/NAME/volume-VOLUME. for an added one.
+std::string VolumeStatePrefix(const Daemon& d, const std::string& volume);
 // The kernel front end of an added volume, or of the first when `volume`
 // is the cache's name, as StartKernelFrontEnd needs it: the kernel device
 // the cache's front end chose (none when it serves the socket alone).
@@ -100,8 +104,13 @@ KernelFrontEnd FrontEndFor(const Daemon& d, const std::string& volume, shim::Blo
                            const std::string& online_volume, const std::string& online_table);
 // Stops every volume's kernel front end (added volumes first; online ones
 // are flushed and given their own tables back); kBusy, nothing changed,
-// while any /dev/mapper device of the cache is open.
+// while any /dev/mapper device of the cache is open. Once it succeeds no
+// add or remove runs.
 Status StopFrontEnds(Daemon& d);
+// A daemon that failed to start, about to exit: the kernel devices it could
+// not stop are left connected (not deleted under their users) for the next
+// daemon to take back.
+void AbandonFrontEnds(Daemon& d);
 
 // Stops serving (the kernel device first: refused while it is mounted, and
 // the cache then keeps serving) and waits until the daemon has shut the

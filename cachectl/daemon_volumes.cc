@@ -83,6 +83,7 @@ void UndoAdd(Daemon& d, Engine& engine, const std::string& volume) {
   v.backend.reset();
   if (engine.volume(volume).ok() && !engine.RemoveVolume(volume).ok()) return;  // stays listed: remove finishes it
   ListedVolume listed = v.listed;
+  ForgetVolumeState(v.front.state_prefix);
   d.added_volumes.erase(volume);
   PublishFrontEnd(d);
   DropHiddenOrigin(d, listed);
@@ -129,6 +130,7 @@ Status ServeAddedVolumes(Daemon& d) {
       Log("info", "volume " + it->first + " is not in the cache (an add or remove cut short); forgotten");
       ListedVolume listed = it->second.listed;
       it = d.added_volumes.erase(it);
+      ForgetVolumeState(VolumeStatePrefix(d, listed.name));
       DropHiddenOrigin(d, listed);
       changed = true;
       continue;
@@ -141,7 +143,11 @@ Status ServeAddedVolumes(Daemon& d) {
     // requests): a kernel device a dead daemon left under its dm device
     // is taken back or replaced, and the removal then takes both away (an
     // online volume gets its own table again).
-    CACHECORE_RETURN_IF_ERROR(Serve(d, *d.engine, it->first, it->second));
+    // One volume that cannot be served does not keep the others from it.
+    if (Status served = Serve(d, *d.engine, it->first, it->second); !served.ok()) {
+      Log("error", "volume " + it->first + " is not served: " + served.message());
+      d.notices.push_back("volume " + it->first + " is not served: " + served.message());
+    }
     ++it;
   }
   return changed ? SaveVolumes(d) : Status::Ok();
@@ -149,6 +155,7 @@ Status ServeAddedVolumes(Daemon& d) {
 
 Status AddVolume(Daemon& d, Engine& engine, const std::string& volume, const std::string& origin) {
   std::lock_guard lock(d.volumes_mu);
+  if (d.stopping) return Status::Busy("cache " + d.spec.name + " is stopping");
   if (volume == d.spec.name || d.added_volumes.count(volume) > 0) {
     return Status::Busy("cache " + d.spec.name + " has a volume named " + volume + " already");
   }
@@ -185,6 +192,7 @@ Status AddVolume(Daemon& d, Engine& engine, const std::string& volume, const std
 
 Status RemoveVolume(Daemon& d, Engine& engine, const std::string& volume, const FlushProgress& progress) {
   std::lock_guard lock(d.volumes_mu);
+  if (d.stopping) return Status::Busy("cache " + d.spec.name + " is stopping");
   if (volume == d.spec.name) {
     return Status::Busy("volume " + volume + " is the cache's own (" +
                         (d.front.dm_device().empty() ? "its NBD export" : d.front.dm_device()) +
@@ -195,23 +203,23 @@ Status RemoveVolume(Daemon& d, Engine& engine, const std::string& volume, const 
   Daemon::AddedVolume& v = it->second;
   CACHECORE_RETURN_IF_ERROR(RefuseWhileOpen(v.front));
   Log("info", "removing volume " + volume + ": cleaning its dirty data");
-  if (v.front.online_swapped) {
-    // Its users go on while most of its dirty data is cleaned; then, with
-    // the volume suspended, the rest, and it leaves the cache before it
-    // points at its origin again.
-    CACHECORE_RETURN_IF_ERROR(engine.FlushVolume(volume, progress));
-    CACHECORE_RETURN_IF_ERROR(StopKernelFrontEnd(v.front, [&] { return engine.RemoveVolume(volume, progress); }));
-  }
+  // An online volume: its users go on while most of its dirty data is
+  // cleaned; then, suspended, the rest, and it gets its own table back
+  // (a failure keeps it on the cache, served). Only then does it leave
+  // the cache: its users never see an error nor its origin without its
+  // data.
+  if (v.front.online_swapped) CACHECORE_RETURN_IF_ERROR(engine.FlushVolume(volume, progress));
   // The kernel device first (kernel NBD is one of the export's clients),
   // then the NBD clients, their requests answered before the engine stops
   // taking the volume's.
-  Status stopped = StopKernelFrontEnd(v.front, nullptr);
+  Status stopped = StopKernelFrontEnd(v.front, [&] { return engine.FlushVolume(volume, progress); });
   PublishFrontEnd(d);
   CACHECORE_RETURN_IF_ERROR(stopped);
   if (v.backend) CACHECORE_RETURN_IF_ERROR(d.nbd->RemoveExport(volume));
   v.backend.reset();
   if (engine.volume(volume).ok()) CACHECORE_RETURN_IF_ERROR(engine.RemoveVolume(volume, progress));
   ListedVolume listed = v.listed;
+  ForgetVolumeState(VolumeStatePrefix(d, volume));
   d.added_volumes.erase(it);  // closes its origin
   PublishFrontEnd(d);
   DropHiddenOrigin(d, listed);

@@ -24,6 +24,16 @@ constexpr uint32_t kKernelBlockSize = 512;
 
 std::string UblkIdFile(const KernelFrontEnd& f) { return f.state_prefix + "ublk-id"; }
 std::string NbdDeviceFile(const KernelFrontEnd& f) { return f.state_prefix + "nbd-device"; }
+// Present while an online volume has its own table and the engine may
+// hold older copies of its blocks.
+std::string ReleasedFile(const std::string& prefix) { return prefix + "online-released"; }
+
+bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+
+void ForgetKernelDevice(const KernelFrontEnd& f) {
+  unlink(UblkIdFile(f).c_str());
+  unlink(NbdDeviceFile(f).c_str());
+}
 
 // The ublk device a dead daemon of this cache left behind, if it said so.
 int LeftUblkId(const KernelFrontEnd& f) {
@@ -168,16 +178,32 @@ void RecordKernelDevice(const KernelFrontEnd& f, const Connected& c) {
   }
 }
 
-// Online: the volume in use is reloaded to point at the kernel device.
+// Online: the volume in use is reloaded to point at the kernel device, also
+// one taken back (a volume a crash left suspended resumes; one that had
+// its own table again goes back through the cache). Emptied from the cache
+// first if it had its own table while the engine kept its lines.
 Status SwapInOnline(KernelFrontEnd& f) {
   auto c = ConnectKernelDevice(f);
   if (!c.ok()) return c.status();
   if (!c->recovered) CACHECORE_RETURN_IF_ERROR(RefuseOverDeadDevice(f, f.online_volume));
-  RecordKernelDevice(f, c.value());
-  if (!c->recovered) {  // a device taken back is the one the volume points at already
-    shim::DmTable cached{{0, f.size / 512, "linear", c->device->device() + " 0"}};
-    CACHECORE_RETURN_IF_ERROR(shim::SwapTable(f.online_volume, cached, nullptr));
+  bool released = Exists(ReleasedFile(f.state_prefix));
+  if (released) {
+    Log("info", "online: /dev/mapper/" + f.online_volume + " had its own table; emptying it from the cache");
+    CACHECORE_RETURN_IF_ERROR(f.evict());
   }
+  RecordKernelDevice(f, c.value());
+  shim::DmTable cached{{0, f.size / 512, "linear", c->device->device() + " 0"}};
+  if (Status s = shim::SwapTable(f.online_volume, cached, nullptr); !s.ok()) {
+    // A device taken back is kept whatever: the volume resumed on the
+    // table it had, which may point at it.
+    if (!c->recovered) {
+      ForgetKernelDevice(f);  // the new device goes with `c`
+      return s;
+    }
+    Log("warning", "online: /dev/mapper/" + f.online_volume + " could not be reloaded: " + s.message());
+    released = false;  // not through the cache yet: the next start empties it again
+  }
+  if (released) ForgetRelease(f);
   f.kernel = std::move(c->device);
   f.online_swapped = true;
   f.note = c->note;
@@ -195,7 +221,9 @@ Status PutDmDeviceOver(KernelFrontEnd& f, const Connected& c) {
     if (over.ok() && over.value()) CACHECORE_RETURN_IF_ERROR(shim::RemoveDevice(f.dm_name));
   }
   RecordKernelDevice(f, c);
-  return shim::CreateLinearDevice(f.dm_name, c.device->device(), f.size / 512);
+  Status s = shim::CreateLinearDevice(f.dm_name, c.device->device(), f.size / 512);
+  if (!s.ok() && !c.recovered) ForgetKernelDevice(f);  // the new device goes with `c`
+  return s;
 }
 
 }  // namespace
@@ -204,9 +232,10 @@ std::string KernelFrontEnd::dm_device() const {
   return dm_created ? "/dev/mapper/" + dm_name : online_swapped ? "/dev/mapper/" + online_volume : "";
 }
 
-void ForgetKernelDevice(const KernelFrontEnd& f) {
-  unlink(UblkIdFile(f).c_str());
-  unlink(NbdDeviceFile(f).c_str());
+void ForgetRelease(const KernelFrontEnd& f) { unlink(ReleasedFile(f.state_prefix).c_str()); }
+
+void ForgetVolumeState(const std::string& state_prefix) {
+  for (const char* file : {"ublk-id", "nbd-device", "online-released"}) unlink((state_prefix + file).c_str());
 }
 
 // The kernel front end: a kernel device, /dev/mapper/NAME over it.
@@ -243,14 +272,21 @@ Status RefuseWhileOpen(const KernelFrontEnd& f) {
   return Status::Ok();
 }
 
-Status StopKernelFrontEnd(KernelFrontEnd& f, const std::function<Status()>& while_suspended) {
+Status StopKernelFrontEnd(KernelFrontEnd& f, const std::function<Status()>& clean) {
   if (f.online_swapped) {
-    // With the volume suspended nothing new arrives: run what must finish
-    // first, then give it back its own table. On any failure it keeps the
-    // cached one.
+    // With the volume suspended nothing new arrives: clean it, say so,
+    // then give it back its own table. On any failure it keeps the cached
+    // one (and a start that finds the file empties it: harmless).
     Result<shim::DmTable> original = shim::DecodeTable(f.online_table);
     if (!original.ok()) return original.status();
-    CACHECORE_RETURN_IF_ERROR(shim::SwapTable(f.online_volume, original.value(), while_suspended));
+    const std::string released = ReleasedFile(f.state_prefix);
+    auto clean_and_say = [&]() -> Status {
+      CACHECORE_RETURN_IF_ERROR(clean());
+      FILE* file = std::fopen(released.c_str(), "w");
+      if (file == nullptr || std::fclose(file) != 0) return Status::IoError("cannot write " + released);
+      return Status::Ok();
+    };
+    CACHECORE_RETURN_IF_ERROR(shim::SwapTable(f.online_volume, original.value(), clean_and_say));
     f.online_swapped = false;
     Log("info", "online: /dev/mapper/" + f.online_volume + " has its own table again");
   }

@@ -29,6 +29,11 @@ struct KernelFrontEnd {
   shim::BlockBackend* backend = nullptr;
   shim::NbdServer* nbd = nullptr;
   uint64_t size = 0;  // bytes
+  // An online volume that had its own table while the engine kept its
+  // lines (a stop, a removal cut short) may have been written around the
+  // cache: this empties the volume from the cache before it goes through
+  // it again (Engine::EvictVolume).
+  std::function<cachecore::Status()> evict;
 
   // What StartKernelFrontEnd chose.
   std::unique_ptr<shim::KernelDevice> kernel;  // /dev/ublkbN or /dev/nbdN, when one runs
@@ -54,11 +59,16 @@ cachecore::Status StartKernelFrontEnd(KernelFrontEnd& f);
 cachecore::Status RefuseWhileOpen(const KernelFrontEnd& f);
 // Takes the dm device off the kernel device and disconnects it: kBusy (and
 // nothing changed) while /dev/mapper/dm_name is open. An online volume is
-// given its own table back; `while_suspended` runs first, with the volume
-// suspended (nothing new reaches the cache), and its failure keeps the
-// volume on the cache.
-cachecore::Status StopKernelFrontEnd(KernelFrontEnd& f, const std::function<cachecore::Status()>& while_suspended);
-// Forgets the state files of a front end that is not to be taken back.
-void ForgetKernelDevice(const KernelFrontEnd& f);
+// given its own table back; `clean` runs first, with the volume suspended
+// (nothing new reaches the cache), and must leave none of its data dirty;
+// its failure keeps the volume on the cache. Then, until ForgetRelease,
+// a state file says the volume had its own table: the next start empties
+// it from the cache (`evict`) before it goes through it again.
+cachecore::Status StopKernelFrontEnd(KernelFrontEnd& f, const std::function<cachecore::Status()>& clean);
+// The engine holds nothing of the online volume any more (it was emptied
+// or removed): the next start need not empty it.
+void ForgetRelease(const KernelFrontEnd& f);
+// Forgets every state file of a volume that is gone from the cache.
+void ForgetVolumeState(const std::string& state_prefix);
 
 }  // namespace cachectl

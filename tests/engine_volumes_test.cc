@@ -197,6 +197,23 @@ TEST_F(EngineVolumesTest, FlushingOneVolumeCleansItAloneAndKeepsItServed) {
   EXPECT_TRUE(e.CheckRecordsAgreeForTest().ok());
 }
 
+TEST_F(EngineVolumesTest, EvictingAVolumeCleansAndDropsItAloneAndKeepsItServed) {
+  Engine& e = rig_.engine();
+  ASSERT_TRUE(WritePattern(e, 0, 4 * kLine, 11).ok());
+  ASSERT_TRUE(WritePattern(e, base1_, 8 * kLine, 12).ok());
+  ASSERT_TRUE(e.EvictVolume("vol1").ok());
+  EXPECT_EQ(Info("vol1").occupancy_lines, 0u);
+  EXPECT_TRUE(OriginHolds(rig_.extra_origin("vol1"), 0, 8 * kLine, base1_, 12));
+  EXPECT_EQ(Info("vol0").dirty_lines, 4u);  // the other volume untouched
+  // Written around the cache meanwhile: the volume reads its origin's data.
+  AlignedBuffer newer(kLine);
+  FillPattern(newer.data(), base1_, kLine, 13);
+  ASSERT_TRUE(rig_.extra_origin("vol1").Write(0, newer.data(), kLine).ok());
+  EXPECT_TRUE(HasPattern(e, base1_, kLine, 13));
+  EXPECT_EQ(e.EvictVolume("nope").code(), StatusCode::kNotFound);
+  EXPECT_TRUE(e.CheckRecordsAgreeForTest().ok());
+}
+
 TEST_F(EngineVolumesTest, TheFirstVolumeCanGoWhileAnotherStays) {
   Engine& e = rig_.engine();
   ASSERT_TRUE(WritePattern(e, 0, 2 * kLine, 8).ok());

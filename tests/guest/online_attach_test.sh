@@ -70,6 +70,32 @@ for mode in writethrough writeback; do
 done
 done
 
+echo "== stop, a write around the cache, start: no stale read"
+# While the cache is stopped the volume has its own table and is written
+# directly; what the cache held of it before is older than the volume.
+truncate -s 64M /data/vol.img /data/ssd.img
+losetup /dev/loop0 /data/vol.img
+losetup /dev/loop1 /data/ssd.img
+dmsetup create sv --table "0 131072 linear /dev/loop0 0"
+dd if=/dev/urandom of=/data/x bs=1M count=4 2>/dev/null
+dd if=/data/x of=/dev/mapper/sv bs=1M oflag=direct conv=fsync 2>/dev/null
+cachectl attach --origin /dev/mapper/sv --cache /dev/loop1 --mode writeback --frontend nbd >/dev/null
+for pass in 1 2; do dd if=/dev/mapper/sv of=/dev/null bs=1M count=4 iflag=direct 2>/dev/null; done
+cachectl stats sv --json | grep -q '"read_hits": 0,' && fail "the volume's blocks were not cached"
+cachectl stop sv
+dd if=/dev/urandom of=/data/y bs=1M count=4 2>/dev/null
+dd if=/data/y of=/dev/mapper/sv bs=1M oflag=direct conv=fsync 2>/dev/null
+cachectl start sv >/dev/null
+[ "$(dd if=/dev/mapper/sv bs=1M count=4 iflag=direct 2>/dev/null | sha256sum)" = "$(sha256sum < /data/y)" ] ||
+  fail "after stop and start the volume reads data older than what was written while the cache was stopped"
+cachectl detach sv >/dev/null
+[ "$(dd if=/dev/mapper/sv bs=1M count=4 iflag=direct 2>/dev/null | sha256sum)" = "$(sha256sum < /data/y)" ] ||
+  fail "after detach the volume lost what was written while the cache was stopped"
+dmsetup remove sv
+losetup -d /dev/loop0
+losetup -d /dev/loop1
+rm -f /data/vol.img /data/ssd.img
+
 echo "== bad input"
 truncate -s 64M /data/plain.img /data/ssd.img /data/v.img
 losetup /dev/loop2 /data/plain.img

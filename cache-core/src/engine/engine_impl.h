@@ -511,6 +511,12 @@ struct Engine::Impl {
   // RemoveVolume's steps: clean the volume's dirty lines, then drop its
   // lines from the cache (their records deleted, synced).
   Status CleanVolume(const LiveVolume& v, const FlushProgress& progress);
+  // CleanVolume and DropVolumeLines until nothing of the volume is cached
+  // (kBusy when it keeps taking writes).
+  Status EmptyVolume(const LiveVolume& v, const std::string& name, const FlushProgress& progress)
+      REQUIRES(manage_mu);
+  // The volume named `name`; kNotFound. It stays while manage_mu is held.
+  Result<const LiveVolume*> FindLiveVolume(const std::string& name) REQUIRES(manage_mu) EXCLUDES(volume_mu);
   Status DropVolumeLines(const LiveVolume& v);
   // One clean line out of the cache, its record's delete in `batch` (its
   // stripe taken here); kBusy for a dirty line or one being cleaned.

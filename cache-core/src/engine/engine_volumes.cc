@@ -209,32 +209,45 @@ Status Engine::RemoveVolume(const std::string& name, const FlushProgress& progre
   LiveVolume* live = marked.value();
   ReachedStep("remove-1-marked");
   // Without volume_mu, so that volumes() (stats) answers meanwhile.
-  // Cleaned and dropped until nothing of it is left: a request it took
-  // before it stopped accepting may still have landed after a pass.
-  const auto [first, end] = im.VolumeLines(*live);
-  for (int pass = 0;; ++pass) {
-    CACHECORE_RETURN_IF_ERROR(im.CleanVolume(*live, progress));
-    CACHECORE_RETURN_IF_ERROR(im.DropVolumeLines(*live));
-    if (im.slots.CachedLinesIn(first, end).empty()) break;
-    if (pass == 10) return Status::Busy("volume " + name + " still takes requests; stop its clients, then remove it again");
-  }
+  CACHECORE_RETURN_IF_ERROR(im.EmptyVolume(*live, name, progress));
   ReachedStep("remove-2-dropped");
   MutexLock lock(im.volume_mu);
   return im.FinishRemoval(*live);
 }
 
+// Cleaned and dropped until nothing of it is left: a request it took
+// before it stopped accepting may still have landed after a pass.
+Status Engine::Impl::EmptyVolume(const LiveVolume& v, const std::string& name, const FlushProgress& progress) {
+  const auto [first, end] = VolumeLines(v);
+  for (int pass = 0;; ++pass) {
+    CACHECORE_RETURN_IF_ERROR(CleanVolume(v, progress));
+    CACHECORE_RETURN_IF_ERROR(DropVolumeLines(v));
+    if (slots.CachedLinesIn(first, end).empty()) return Status::Ok();
+    if (pass == 10) return Status::Busy("volume " + name + " still takes requests; stop its clients, then try again");
+  }
+}
+
+Result<const LiveVolume*> Engine::Impl::FindLiveVolume(const std::string& name) {
+  MutexLock lock(volume_mu);
+  auto it = std::find_if(volume_table.begin(), volume_table.end(), [&](const VolumeRecord& r) { return r.name == name; });
+  if (it == volume_table.end()) return Status::NotFound("the cache has no volume named " + name);
+  return static_cast<const LiveVolume*>(volumes.ById(it->id));
+}
+
+Status Engine::EvictVolume(const std::string& name, const FlushProgress& progress) {
+  Impl& im = *impl_;
+  MutexLock manage(im.manage_mu);  // the volume stays while it is emptied
+  Result<const LiveVolume*> live = im.FindLiveVolume(name);
+  if (!live.ok()) return live.status();
+  return im.EmptyVolume(*live.value(), name, progress);
+}
+
 Status Engine::FlushVolume(const std::string& name, const FlushProgress& progress) {
   Impl& im = *impl_;
   MutexLock manage(im.manage_mu);  // the volume stays while it is cleaned
-  const LiveVolume* live = nullptr;
-  {
-    MutexLock lock(im.volume_mu);
-    auto it = std::find_if(im.volume_table.begin(), im.volume_table.end(),
-                           [&](const VolumeRecord& r) { return r.name == name; });
-    if (it == im.volume_table.end()) return Status::NotFound("the cache has no volume named " + name);
-    live = im.volumes.ById(it->id);
-  }
-  return im.CleanVolume(*live, progress);
+  Result<const LiveVolume*> live = im.FindLiveVolume(name);
+  if (!live.ok()) return live.status();
+  return im.CleanVolume(*live.value(), progress);
 }
 
 Result<LiveVolume*> Engine::Impl::MarkRemoving(const std::string& name) {

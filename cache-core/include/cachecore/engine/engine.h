@@ -213,6 +213,11 @@ class Engine {
   // Cleans volume `name`'s dirty lines now (Flush for one volume); the
   // volume goes on taking requests. kNotFound for no such volume.
   Status FlushVolume(const std::string& name, const FlushProgress& progress = {});
+  // Cleans volume `name` and drops every line of it from the cache: the
+  // volume stays, cold. For a volume whose origin was written around the
+  // cache (an online volume given its own table back for a while): its
+  // cached copies may be older. kBusy when it keeps taking writes.
+  Status EvictVolume(const std::string& name, const FlushProgress& progress = {});
   // Volume `name`'s own sequential cutoff in bytes (0: off), or none to
   // take the cache's (SetSequentialCutoff). Saved; in force at once.
   Status SetVolumeCutoff(const std::string& name, std::optional<uint64_t> bytes);

@@ -114,6 +114,19 @@ std::string Absolute(const std::string& path) {
   return ec ? path : p.string();
 }
 
+// --encrypt with one of --key-file and --key-keyring, or none of the three.
+Result<KeySource> KeySourceOf(const po::variables_map& vm) {
+  KeySource key;
+  if (vm.count("key-file")) key.file = Absolute(vm["key-file"].as<std::string>());
+  if (vm.count("key-keyring")) key.keyring = vm["key-keyring"].as<std::string>();
+  if (!key.file.empty() && !key.keyring.empty()) return Status::InvalidArgument("give --key-file or --key-keyring, not both");
+  if (vm.count("encrypt") && key.empty()) return Status::InvalidArgument("--encrypt needs --key-file FILE or --key-keyring NAME");
+  if (!vm.count("encrypt") && !key.empty()) return Status::InvalidArgument("--key-file and --key-keyring go with --encrypt");
+  if (vm.count("key-keyring") && key.keyring.empty()) return Status::InvalidArgument("--key-keyring: the key's name is empty");
+  if (vm.count("key-file") && vm["key-file"].as<std::string>().empty()) return Status::InvalidArgument("--key-file: no file given");
+  return key;
+}
+
 // What the daemon serves, from its stats: the kernel device if any, the
 // NBD socket, and the write-back warning.
 void PrintServing(const Dirs& dirs, const std::string& name, const StatsReply& reply) {
@@ -185,7 +198,13 @@ int Attach(const std::vector<std::string>& args) {
        "the kernel has them and device-mapper, else the NBD socket alone; ublk or nbd: that one or fail; socket")
       ("overprovision", po::value(&overprovision), "leave this share of the SSD unused, 0-90 % (discarded "
        "once; see cachectl probe --overprovision-sweep)")
-      ("force", "replace a cache device that holds another (clean) cache");
+      ("force", "replace a cache device that holds another (clean) cache")
+      ("encrypt", "encrypt the cached data on the cache device (AES-256-XTS), with --key-file or --key-keyring; "
+       "every start reads the key again")
+      ("key-file", po::value<std::string>(), "with --encrypt: a file of 32 to 4096 random bytes, readable by root "
+       "only (head -c 64 /dev/urandom > FILE; chmod 600 FILE)")
+      ("key-keyring", po::value<std::string>(), "with --encrypt: a 'user' key of that name in root's kernel keyring "
+       "(keyctl padd user NAME @u < FILE)");
   po::variables_map vm;
   if (int rc = common.Parse(desc, args, vm, "attach"); rc >= 0) return rc;
   if (overprovision > 90) return Fail(kExitUsage, "attach: --overprovision must be 0 to 90 (percent of the SSD)");
@@ -205,6 +224,13 @@ int Attach(const std::vector<std::string>& args) {
   for (const Status& s : {CheckName(name), mode.status(), line.status(), CheckFrontend(frontend), gid.status(),
                           connections.status(), CheckTcpExport(spec), CheckMetricsListen(spec)}) {
     if (!s.ok()) return Fail(kExitUsage, "attach: " + s.message());
+  }
+  // The encryption key, read now: a wrong one changes no device.
+  if (Result<KeySource> key = KeySourceOf(vm); !key.ok()) {
+    return Fail(kExitUsage, "attach: " + key.status().message());
+  } else if (spec.key = key.value(); !spec.key.empty()) {
+    Result<std::shared_ptr<const cachecore::CacheKey>> loaded = LoadCacheKey(spec.key);
+    if (!loaded.ok()) return Fail(ExitCodeOf(loaded.status()), "attach: " + loaded.status().message());
   }
   // A key or certificate that cannot serve is said now, before any device changes.
   if (Result<std::shared_ptr<const shim::NbdTls>> tls = LoadTls(spec); !tls.ok()) {
@@ -256,11 +282,13 @@ int Attach(const std::vector<std::string>& args) {
                      {"nbd_tls_psk", spec.tls_psk}, {"nbd_tls_cert", spec.tls_cert},
                      {"metrics_listen", spec.metrics_listen},
                      {"frontend", frontend}, {"online_volume", spec.online_volume},
-                     {"online_table", spec.online_table}};
+                     {"online_table", spec.online_table}, {"key_file", spec.key.file},
+                     {"key_keyring", spec.key.keyring}};
   Status saved = SaveConfig(dirs.ConfigFile(name), config);
   if (!saved.ok()) return Fail(kExitFailed, "attach: " + saved.message());
-  std::printf("attached %s: %s cached on %s, %s, %s lines\n", name.c_str(), spec.origin.c_str(),
-              spec.cache.c_str(), CacheModeName(mode.value()), line_text.c_str());
+  std::printf("attached %s: %s cached on %s, %s, %s lines%s\n", name.c_str(), spec.origin.c_str(),
+              spec.cache.c_str(), CacheModeName(mode.value()), line_text.c_str(),
+              spec.key.empty() ? "" : (", encrypted (AES-256-XTS; " + spec.key.Describe() + ")").c_str());
   PrintServing(dirs, name, CurrentStats(dirs, name));
   return 0;
 }

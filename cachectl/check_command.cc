@@ -5,6 +5,7 @@
 #include "cachecore/devices/file_device.h"
 #include "cachecore/devices/open_device.h"
 #include "cachecore/metadata/check.h"
+#include "cache_key_source.h"
 #include "cli_common.h"
 #include "damage_cli.h"
 #include "commands.h"
@@ -42,7 +43,15 @@ int RunCheck(const std::vector<std::string>& args) {
   MetadataOptions mo;
   mo.read_only = true;
   auto store = MetadataStore::Open(dirs.Metadata(name), mo);
-  Result<CheckReport> r = store.ok() ? CheckCache(origin->get(), cache->get(), store->get())
+  // An encrypted cache's blocks are checked with its key, read as a start reads it.
+  const KeySource source{config.value()["key_file"], config.value()["key_keyring"]};
+  std::shared_ptr<const CacheKey> key;
+  if (!source.empty()) {
+    Result<std::shared_ptr<const CacheKey>> loaded = LoadCacheKey(source);
+    if (!loaded.ok()) return Fail(ExitCodeOf(loaded.status()), "check: " + loaded.status().message());
+    key = loaded.value();
+  }
+  Result<CheckReport> r = store.ok() ? CheckCache(origin->get(), cache->get(), store->get(), key)
                                      : Result<CheckReport>(store.status());
   if (!r.ok()) {
     // The superblock or the store is damaged or gone: say what still can be.

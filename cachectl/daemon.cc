@@ -166,6 +166,11 @@ Status Open(Daemon& d) {
   if (!store.ok()) return store.status();
   d.store = std::move(store.value());
   if (!d.spec.create) CACHECORE_RETURN_IF_ERROR(RepairDamagedSuperblock(d));
+  if (!d.spec.key.empty()) {
+    Result<std::shared_ptr<const cachecore::CacheKey>> key = LoadCacheKey(d.spec.key);
+    if (!key.ok()) return key.status();
+    d.spec.engine.key = key.value();
+  }
   EngineDevices devices{d.origin.get(), d.cache.get(), d.store.get()};
   CACHECORE_RETURN_IF_ERROR(OpenAddedVolumes(d, devices));
   auto engine = d.spec.create ? Engine::Create(devices, d.spec.engine, d.spec.replace)
@@ -591,6 +596,7 @@ Result<DaemonSpec> SpecFromConfig(const Dirs& dirs, const std::string& name, Cac
   spec.online_table = config["online_table"];
   spec.engine.line_size = static_cast<uint32_t>(std::strtoul(config["line_size"].c_str(), nullptr, 10));
   spec.frontend = config["frontend"].empty() ? "auto" : config["frontend"];
+  spec.key = {config["key_file"], config["key_keyring"]};
   return spec;
 }
 

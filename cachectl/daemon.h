@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cachecore/engine/engine.h"
+#include "cache_key_source.h"
 #include "paths.h"
 #include "shim/nbd_tls.h"
 
@@ -45,6 +46,9 @@ struct DaemonSpec {
   // volume is reloaded to point at the cached device, and back at detach.
   std::string online_volume;
   std::string online_table;
+  // Encryption at rest (attach --encrypt): where the key is read from at
+  // every start (the key itself is kept nowhere); empty: not encrypted.
+  KeySource key;
 };
 
 // Checks a --frontend value; the message lists the valid ones.

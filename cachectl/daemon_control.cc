@@ -75,6 +75,7 @@ StatsReply StatsOf(Daemon& d) {
     kv("kernel_device", d.shown.kernel_device);
     kv("dm_device", d.shown.dm_device);
   }
+  kv("encryption", d.spec.key.empty() ? "off" : "aes-256-xts");
   num("line_size", e.line_size());
   num("origin_bytes", e.identity().origin_size);
   num("cache_device_bytes", d.cache->size_bytes());

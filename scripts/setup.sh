@@ -9,6 +9,8 @@ packages=(
   build-essential cmake pkg-config ccache zstd
   librocksdb-dev libaio-dev libboost-program-options-dev libgtest-dev libzstd-dev libnbd-dev
   libdevmapper-dev liburing-dev libgnutls28-dev
+  # encryption at rest: AES-256-XTS (libcrypto), keys from the kernel keyring (keyctl in the tests)
+  libssl-dev libkeyutils-dev keyutils
   # NBD over TLS: the tests' keys and certificates (psktool, certtool)
   gnutls-bin
   # NBD clients the interop tests use

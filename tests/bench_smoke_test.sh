@@ -59,6 +59,10 @@ vol = r["volumes"]
 for layout in ("shared", "split"):
     if len(vol[layout]["volumes"]) != 2 or not all(v["iops"] > 0 for v in vol[layout]["volumes"]):
         fail(f"volumes section: no I/O on a volume {layout}: {vol[layout]}")
+enc = r["encryption"]
+if set(enc["profiles"]) != {"4k-randread", "4k-randwrite", "64k-seqread", "64k-seqwrite", "sql-8k-70r30w"} or not all(
+        row[c]["iops"] > 0 for row in enc["profiles"].values() for c in ("plain", "encrypted")):
+    fail(f"encryption section: {enc}")
 for plot in ("latency-4k-randread.png", "latency-sql-8k-70r30w.png", "pressure.png"):
     if open(f"{w}/plots/{plot}", "rb").read(8) != b"\x89PNG\r\n\x1a\n":
         fail(f"{plot} is not a PNG")
@@ -66,7 +70,7 @@ report = open(f"{w}/report.md").read()
 for heading in ("### Seed profiles", "### IOMeter", "### Latency against load", "### Flush",
                 "### Write-back under pressure",
                 "### The hit path", "### Metadata", "### Scale", "### Policy", "### NBD over TLS",
-                "### One SSD for two volumes"):
+                "### One SSD for two volumes", "### Encryption at rest"):
     if heading not in report:
         fail(f"the report has no '{heading}'")
 print("bench smoke: every section ran; results, plots and report complete")

@@ -13,6 +13,8 @@
 // reactor); with odd seeds the devices complete their I/Os out of order.
 #include <gtest/gtest.h>
 
+#include "cachecore/crypto/cache_key.h"
+
 #include <cstdlib>
 #include <random>
 
@@ -80,6 +82,12 @@ class ModelHarness : public ::testing::Test {
     config_.background_cleaner = seed_ % 2 == 0;
     config_.dirty_high_pct = 30;
     config_.dirty_low_pct = 10;
+    if (seed_ % 7 == 3) {  // encrypted at rest: the same reference must hold
+      std::vector<uint8_t> secret(64, static_cast<uint8_t>(seed_));
+      Result<std::shared_ptr<const CacheKey>> key = CacheKey::FromSecret(secret.data(), secret.size());
+      ASSERT_TRUE(key.ok());
+      config_.key = key.value();
+    }
     ASSERT_TRUE(rig_->Create(config_).ok());
   }
 

@@ -49,9 +49,10 @@ import bench_pressure
 import bench_report
 import bench_tls
 import bench_volumes
+import bench_encryption
 
 SECTIONS = ("randread", "profiles", "iometer", "latency", "flush", "pressure", "hit", "metadata", "policy", "tls",
-            "volumes")
+            "volumes", "encryption")
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRACES = os.path.join(HERE, "..", "..", "..", "shared", "traces")
 
@@ -264,6 +265,9 @@ class Bench:
 
     def volumes(self):
         bench_volumes.volumes(self, log)
+
+    def encryption(self):
+        bench_encryption.encryption(self, log)
 
     def hit(self):
         log("== the hit path, against the limit")

@@ -6,6 +6,7 @@
 #include <bit>
 
 #include "cachecore/engine/steps.h"
+#include "cachecore/crypto/encrypted_device.h"
 #include "engine/engine_impl.h"
 
 namespace cachecore {
@@ -155,6 +156,10 @@ Engine::Impl::Impl(const EngineDevices& devices, const EngineConfig& cfg, const 
   }
   slots.CountVolumesIn(&volumes);
   dev.origin = &origin_meter;
+  if (cfg.key) {
+    encrypted_cache = NewEncryptedDevice(dev.cache, cfg.key, kDataOffset);
+    dev.cache = encrypted_cache.get();
+  }
 }
 
 Engine::Impl::~Impl() {
@@ -170,6 +175,8 @@ Status Engine::Impl::WriteSuperblock(bool clean_shutdown) {
   sb.line_space = volumes.size_bytes();
   sb.clean_shutdown = clean_shutdown;
   sb.dirty_at_shutdown = stats.dirty_lines.load() > 0;
+  sb.encrypted = config.key != nullptr;
+  if (sb.encrypted) sb.key_check = config.key->CheckValue(identity.uuid);
   AlignedBuffer buf(kSuperblockSize);
   EncodeSuperblock(sb, buf.data());
   CACHECORE_RETURN_IF_ERROR(dev.cache->Write(0, buf.data(), kSuperblockSize));
@@ -233,6 +240,8 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineDevices& d, const Eng
     CACHECORE_RETURN_IF_ERROR(d.metadata->PutConfig(key, std::to_string(value), false));
   }
   CACHECORE_RETURN_IF_ERROR(Impl::ResetPlacement(d.metadata));
+  const std::string key_check = cfg.key ? KeyCheckText(cfg.key->CheckValue(id.uuid)) : "";
+  CACHECORE_RETURN_IF_ERROR(d.metadata->PutConfig(kKeyCheckKey, key_check, false));
   const VolumeRecord first{0, d.origin_name, 0, id.origin_size, id.origin_identity, VolumeRecord::State::kActive, std::nullopt};
   CACHECORE_RETURN_IF_ERROR(d.metadata->PutConfig(kVolumesKey, EncodeVolumeTable({first}), false));
   CACHECORE_RETURN_IF_ERROR(d.metadata->PutIdentity(id, true));
@@ -246,6 +255,36 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineDevices& d, const Eng
   impl->StartMover();
   return std::unique_ptr<Engine>(new Engine(std::move(impl)));
 }
+
+namespace {
+
+// An encrypted cache opens with its key alone, and a cache that is not
+// encrypted with none: before anything is read past the superblock. The
+// store keeps the check value too, so a superblock rewritten or replaced
+// is caught.
+Status CheckKey(const EngineDevices& d, const Superblock& sb, const CacheKey* key) {
+  Result<std::string> stored = d.metadata->GetConfig(kKeyCheckKey);
+  const std::string in_store = stored.ok() ? stored.value() : "";
+  const std::string in_superblock = sb.encrypted ? KeyCheckText(sb.key_check) : "";
+  if (in_store != in_superblock) {
+    return Status::Mismatch("the superblock on " + d.cache->identity() + " and the metadata store disagree on "
+                            "the cache's encryption");
+  }
+  if (!sb.encrypted) {
+    if (key == nullptr) return Status::Ok();
+    return Status::Mismatch("the cache on " + d.cache->identity() + " is not encrypted: start it without a key");
+  }
+  if (key == nullptr) {
+    return Status::Mismatch("the cache on " + d.cache->identity() + " is encrypted and opens only with its key");
+  }
+  if (key->CheckValue(sb.identity.uuid) != sb.key_check) {
+    return Status::Mismatch("the key given is not the key of the cache on " + d.cache->identity() +
+                            " (its check value differs); nothing was read or written");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
 
 Result<std::unique_ptr<Engine>> Engine::Open(const EngineDevices& d, const EngineConfig& config) {
   CACHECORE_RETURN_IF_ERROR(CheckDevices(d));
@@ -273,6 +312,7 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineDevices& d, const Engin
     return Status::Mismatch("the cache device and the metadata store belong to different caches: " +
                             diff);
   }
+  CACHECORE_RETURN_IF_ERROR(CheckKey(d, sb.value(), config.key.get()));
   Result<std::vector<Impl::PlacedVolume>> placed = PlaceVolumes(d, sb->identity, upgrade);
   if (!placed.ok()) return placed.status();
   if (config.line_size != 0 && config.line_size != sb->identity.line_size) {

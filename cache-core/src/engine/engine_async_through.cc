@@ -249,7 +249,7 @@ void Engine::Impl::CopiesLanded(AsyncThrough& t) {
       continue;
     }
     for (uint32_t b = c.first; b < c.end; ++b) {
-      slots.MarkValidClean(c.slot, b, Crc32c(data + size_t{b - c.first} * kBlockSize, kBlockSize), epoch);
+      slots.MarkValidClean(c.slot, b, CheckOf(data + size_t{b - c.first} * kBlockSize, c.slot, b), epoch);
     }
   }
   for (uint32_t slot : t.slots) {

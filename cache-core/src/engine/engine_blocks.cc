@@ -11,7 +11,7 @@
 namespace cachecore {
 
 bool Engine::Impl::CachedBlockProven(uint32_t slot, uint32_t block, const uint8_t* data, bool unread) const {
-  return !unread && Crc32c(data, kBlockSize) == slots.Crc(slot, block);
+  return !unread && CheckOf(data, slot, block) == slots.Crc(slot, block);
 }
 
 Status Engine::Impl::DirtyBlockLost(uint64_t line, uint32_t block, bool unread) {
@@ -67,8 +67,8 @@ void Engine::Impl::MarkPromoted(const IoRequest& io, uint64_t epoch) {
   if (!io.status.ok()) return CountCacheError(stats.cache_write_err);
   for (uint64_t off = 0; off < io.length; off += kBlockSize) {
     const uint64_t at = io.offset + off - kDataOffset;  // a write may span adjacent slots
-    slots.MarkValidClean(static_cast<uint32_t>(at / line_size), static_cast<uint32_t>(at % line_size / kBlockSize),
-                         Crc32c(static_cast<const uint8_t*>(io.buffer) + off, kBlockSize), epoch);
+    const auto slot = static_cast<uint32_t>(at / line_size), block = static_cast<uint32_t>(at % line_size / kBlockSize);
+    slots.MarkValidClean(slot, block, CheckOf(static_cast<const uint8_t*>(io.buffer) + off, slot, block), epoch);
   }
 }
 
@@ -76,7 +76,7 @@ void Engine::Impl::MarkSegmentDirty(const Segment& seg, uint32_t slot, const uin
                                     uint64_t epoch) {
   for (uint32_t b = seg.first_block(); b < seg.end_block(); ++b) {
     const bool overwritten = (slots.Flags(slot, b) & (kDirty | kOverwritten)) == (kDirty | kOverwritten);
-    slots.MarkDirty(slot, b, Crc32c(data + size_t{b - seg.first_block()} * kBlockSize, kBlockSize),
+    slots.MarkDirty(slot, b, CheckOf(data + size_t{b - seg.first_block()} * kBlockSize, slot, b),
                     overwritten, epoch);
   }
 }

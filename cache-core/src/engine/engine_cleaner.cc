@@ -66,7 +66,8 @@ void Engine::Impl::ReadDirty(const std::vector<uint32_t>& dirty_slots, CleanJob&
   for (size_t i = 0, r = 0; r < reads.size(); ++r) {
     for (size_t k = 0; k < reads[r].length / kBlockSize; ++k, ++i) {
       const uint8_t* data = job.buffer.data() + i * kBlockSize;
-      job.pieces[i].verified = reads[r].status.ok() && Crc32c(data, kBlockSize) == job.pieces[i].crc;
+      job.pieces[i].verified =
+          reads[r].status.ok() && CheckOf(data, job.pieces[i].slot, job.pieces[i].block) == job.pieces[i].crc;
       if (!job.pieces[i].verified) ++job.unproven;
     }
   }

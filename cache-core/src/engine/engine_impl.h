@@ -93,6 +93,11 @@ struct Engine::Impl {
   uint64_t SlotOffset(uint32_t slot, uint32_t block) const {
     return kDataOffset + static_cast<uint64_t>(slot) * line_size + uint64_t{block} * kBlockSize;
   }
+  // The check a cached block's record holds (crypto/cache_key.h): its
+  // CRC32C, sealed when the cache is encrypted.
+  uint32_t CheckOf(const uint8_t* block_data, uint32_t slot, uint32_t block) const {
+    return BlockCheck(config.key.get(), block_data, SlotOffset(slot, block));
+  }
   uint64_t OriginOffset(uint64_t line, uint32_t block) const {
     return line * line_size + uint64_t{block} * kBlockSize;
   }
@@ -567,6 +572,9 @@ struct Engine::Impl {
   uint64_t CleanInWindow(uint64_t budget);
 
   EngineDevices dev;  // dev.origin is origin_meter
+  // An encrypted cache: dev.cache is this, over the device given
+  // (crypto/encrypted_device.h).
+  std::unique_ptr<BlockDevice> encrypted_cache;
   // The volumes' origins as one device in the line space (volume_set.h).
   VolumeSet volumes;
   BlockDevice* const raw_origin;  // the volumes themselves: the cleaner's way there

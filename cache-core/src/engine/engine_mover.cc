@@ -137,7 +137,7 @@ uint64_t Engine::Impl::FillLine(uint64_t line, uint8_t* buffer) {
     }
     const uint64_t epoch = slots.FlushesStarted();
     for (uint32_t x = b; x < e; ++x) {
-      slots.MarkValidClean(*slot, x, Crc32c(buffer + size_t{x} * kBlockSize, kBlockSize), epoch);
+      slots.MarkValidClean(*slot, x, CheckOf(buffer + size_t{x} * kBlockSize, *slot, x), epoch);
     }
     moved += bytes;
     b = e;

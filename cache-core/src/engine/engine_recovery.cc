@@ -42,7 +42,7 @@ Status Engine::Impl::LoadLines(bool clean_shutdown, std::vector<uint32_t>* chang
       const UnprovenBlock& u = unproven[first + k];
       std::optional<uint32_t> found;  // nothing: the block could not be read
       if (clean_shutdown) found = slots.Crc(u.slot, u.block);
-      else if (reads[k].status.ok()) found = Crc32c(blocks.data() + k * kBlockSize, kBlockSize);
+      else if (reads[k].status.ok()) found = CheckOf(blocks.data() + k * kBlockSize, u.slot, u.block);
       slots.RecoverBlock(u, clean_shutdown, found);
       if (changed_slots->empty() || changed_slots->back() != u.slot) changed_slots->push_back(u.slot);
     }

@@ -124,7 +124,7 @@ Status Engine::CheckCleanDataForTest(const std::function<bool(uint64_t)>& may_di
         continue;
       }
       // A copy that fails its checksum is never served (the origin's is).
-      if (Crc32c(cached.data(), kBlockSize) != im.slots.Crc(s, b)) continue;
+      if (im.CheckOf(cached.data(), s, b) != im.slots.Crc(s, b)) continue;
       const uint64_t first_sector = im.OriginOffset(line, b) / kSectorSize;
       for (uint32_t k = 0; k < kBlockSize / kSectorSize; ++k) {
         if (std::memcmp(cached.data() + k * kSectorSize, origin.data() + k * kSectorSize, kSectorSize) != 0 &&

@@ -2,6 +2,7 @@
 
 #include <unordered_set>
 
+#include "cachecore/crypto/encrypted_device.h"
 #include "cachecore/metadata/checksum.h"
 #include "cachecore/metadata/superblock.h"
 
@@ -32,12 +33,33 @@ Status CheckIdentity(const Superblock& sb, MetadataStore* store, BlockDevice* or
 }
 }  // namespace
 
-Result<CheckReport> CheckCache(BlockDevice* origin, BlockDevice* cache, MetadataStore* store) {
+namespace {
+
+// The device the blocks are read through: an encrypted cache's decrypts
+// them, with its key alone.
+Result<std::unique_ptr<BlockDevice>> DataDevice(BlockDevice* cache, const Superblock& sb,
+                                                std::shared_ptr<const CacheKey> key) {
+  if (!sb.encrypted) return std::unique_ptr<BlockDevice>();
+  if (key == nullptr) return Status::Mismatch("the cache is encrypted: its blocks are checked with its key only");
+  if (key->CheckValue(sb.identity.uuid) != sb.key_check) {
+    return Status::Mismatch("the key given is not this cache's (its check value differs)");
+  }
+  return NewEncryptedDevice(cache, std::move(key), kDataOffset);
+}
+
+}  // namespace
+
+Result<CheckReport> CheckCache(BlockDevice* origin, BlockDevice* cache, MetadataStore* store,
+                               std::shared_ptr<const CacheKey> key) {
   CheckReport report;
   AlignedBuffer buf(kSuperblockSize);
   CACHECORE_RETURN_IF_ERROR(cache->Read(0, buf.data(), kSuperblockSize));
   Result<Superblock> sb = DecodeSuperblock(buf.data());
   if (!sb.ok()) return sb.status();
+  const CacheKey* sealing = key.get();
+  Result<std::unique_ptr<BlockDevice>> decrypting = DataDevice(cache, sb.value(), std::move(key));
+  if (!decrypting.ok()) return decrypting.status();
+  BlockDevice* data = decrypting.value() ? decrypting.value().get() : cache;
   report.uuid = UuidToString(sb->identity.uuid);
   report.clean_shutdown = sb->clean_shutdown;
   CACHECORE_RETURN_IF_ERROR(CheckIdentity(sb.value(), store, origin, cache, &report));
@@ -61,14 +83,15 @@ Result<CheckReport> CheckCache(BlockDevice* origin, BlockDevice* cache, Metadata
     }
     ++report.lines;
     bool dirty_line = false;
-    bool readable = cache->Read(kDataOffset + slot * line_size, line_buf.data(), line_size).ok();
+    const uint64_t at = kDataOffset + slot * line_size;
+    bool readable = data->Read(at, line_buf.data(), line_size).ok();
     for (size_t b = 0; b < r.classes.size(); ++b) {
       BlockClass c = r.classes[b];
       if (c == BlockClass::kInvalid) continue;
       bool dirty = c == BlockClass::kDirty || c == BlockClass::kDirtyFresh ||
                    c == BlockClass::kDirtyOverwritten;
       dirty_line |= dirty;
-      bool matches = readable && Crc32c(line_buf.data() + b * kBlock, kBlock) == r.crcs[b];
+      bool matches = readable && BlockCheck(sealing, line_buf.data() + b * kBlock, at + b * kBlock) == r.crcs[b];
       if (matches) {
         ++report.blocks_verified;
       } else if (c != BlockClass::kClean && c != BlockClass::kDirty) {

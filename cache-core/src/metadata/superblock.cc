@@ -15,6 +15,7 @@ namespace {
 
 constexpr char kMagic[8] = {'C', 'A', 'C', 'H', 'E', 'C', 'T', 'L'};
 constexpr size_t kIdentityField = 256;
+constexpr size_t kKeyCheckAt = 328;
 
 void Put32(uint8_t* p, uint32_t v) { std::memcpy(p, &v, 4); }
 void Put64(uint8_t* p, uint64_t v) { std::memcpy(p, &v, 8); }
@@ -81,11 +82,41 @@ std::string DescribeIdentityDifference(const CacheIdentity& a, const CacheIdenti
   return out.str();
 }
 
+std::string KeyCheckText(const std::array<uint8_t, 16>& check) {
+  static const char kHex[] = "0123456789abcdef";
+  std::string text;
+  for (uint8_t b : check) {
+    text += kHex[b >> 4];
+    text += kHex[b & 15];
+  }
+  return text;
+}
+
+namespace {
+
+std::optional<std::array<uint8_t, 16>> ParseKeyCheck(const std::string& text) {
+  std::array<uint8_t, 16> out{};
+  if (text.size() != 2 * out.size()) return std::nullopt;
+  auto nibble = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    return -1;
+  };
+  for (size_t i = 0; i < out.size(); ++i) {
+    const int hi = nibble(text[2 * i]), lo = nibble(text[2 * i + 1]);
+    if (hi < 0 || lo < 0) return std::nullopt;
+    out[i] = static_cast<uint8_t>(hi << 4 | lo);
+  }
+  return out;
+}
+
+}  // namespace
+
 void EncodeSuperblock(const Superblock& sb, uint8_t* out) {
   std::memset(out, 0, kSuperblockSize);
   std::memcpy(out, kMagic, 8);
   Put32(out + 8, sb.identity.format_version);
-  Put32(out + 12, (sb.clean_shutdown ? 1u : 0u) | (sb.dirty_at_shutdown ? 2u : 0u));
+  Put32(out + 12, (sb.clean_shutdown ? 1u : 0u) | (sb.dirty_at_shutdown ? 2u : 0u) | (sb.encrypted ? 4u : 0u));
   std::memcpy(out + 16, sb.identity.uuid.data(), 16);
   Put64(out + 32, sb.identity.origin_size);
   Put32(out + 40, sb.identity.line_size);
@@ -94,6 +125,7 @@ void EncodeSuperblock(const Superblock& sb, uint8_t* out) {
   size_t n = std::min(sb.identity.origin_identity.size(), kIdentityField - 1);
   std::memcpy(out + 64, sb.identity.origin_identity.data(), n);
   if (sb.identity.format_version >= 3) Put64(out + 64 + kIdentityField, sb.line_space);
+  if (sb.encrypted) std::memcpy(out + kKeyCheckAt, sb.key_check.data(), sb.key_check.size());
   Put32(out + kSuperblockSize - 4, Crc32c(out, kSuperblockSize - 4));
 }
 
@@ -118,6 +150,8 @@ Superblock DecodeFields(const uint8_t* in) {
   const char* ident = reinterpret_cast<const char*>(in + 64);
   sb.identity.origin_identity.assign(ident, strnlen(ident, kIdentityField));
   if (sb.identity.format_version >= 3) sb.line_space = Get64(in + 64 + kIdentityField);
+  sb.encrypted = sb.identity.format_version >= 4 && (Get32(in + 12) & 4) != 0;
+  if (sb.encrypted) std::memcpy(sb.key_check.data(), in + kKeyCheckAt, sb.key_check.size());
   return sb;
 }
 
@@ -347,6 +381,13 @@ Result<std::optional<SuperblockRepair>> PlanSuperblockRepair(BlockDevice* cache,
         text.ok() ? DecodeVolumeTable(text.value()) : Result<std::vector<VolumeRecord>>(text.status());
     if (!table.ok()) return Status::Corruption(refused + "its volume table: " + table.status().message());
     repair.superblock.line_space = LineSpaceBytes(table.value());
+  }
+  // An encrypted cache stays encrypted, with the check value the store kept.
+  if (Result<std::string> check = store->GetConfig(kKeyCheckKey); check.ok() && !check.value().empty()) {
+    std::optional<std::array<uint8_t, 16>> value = ParseKeyCheck(check.value());
+    if (!value) return Status::Corruption(refused + "the store's key check value is damaged");
+    repair.superblock.encrypted = true;
+    repair.superblock.key_check = *value;
   }
   return std::optional<SuperblockRepair>(std::move(repair));
 }

@@ -66,6 +66,10 @@ struct AsyncIo final : ReactorOp, ReactorTask {
   // offset it moved by, put back before the caller's IoDone.
   IoCompletion* routed_done = nullptr;
   uint64_t routed_base = 0;
+  // An encrypted cache device (crypto/encrypted_device.h): the caller's
+  // completion, and a write's plaintext buffer while its ciphertext goes out.
+  IoCompletion* cipher_done = nullptr;
+  void* cipher_plain = nullptr;
   // The reactor's completion: the request's status from `result`, then
   // IoDone (devices/uring_device.cc).
   void OnComplete(int result) override;

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "cachecore/base/clock.h"
+#include "cachecore/crypto/cache_key.h"
 #include "cachecore/devices/block_device.h"
 #include "cachecore/engine/cache_mode.h"
 #include "cachecore/metadata/metadata_store.h"
@@ -55,6 +56,11 @@ struct EngineConfig {
   // left unused, and discarded once, so the SSD keeps spare blocks for
   // writes (over-provisioning). The superblock's line count keeps it.
   uint32_t overprovision_pct = 0;
+  // Encryption at rest (crypto/cache_key.h; docs/design.md): Create makes
+  // an encrypted cache with this key; Open needs the key of an encrypted
+  // cache (kMismatch without it, or with another) and refuses one for a
+  // cache that is not encrypted. Null: no encryption.
+  std::shared_ptr<const CacheKey> key;
 };
 
 // The completion of an asynchronous request: Done runs once, with the

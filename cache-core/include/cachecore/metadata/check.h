@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "cachecore/crypto/cache_key.h"
 #include "cachecore/devices/block_device.h"
 #include "cachecore/metadata/metadata_store.h"
 
@@ -27,7 +29,9 @@ struct CheckReport {
 };
 
 // Fails (kNotFound, kCorruption, kMismatch) only when the check cannot run
-// at all; what it finds is in the report.
-Result<CheckReport> CheckCache(BlockDevice* origin, BlockDevice* cache, MetadataStore* store);
+// at all; what it finds is in the report. An encrypted cache is checked
+// with its key only (kMismatch without it, or with another).
+Result<CheckReport> CheckCache(BlockDevice* origin, BlockDevice* cache, MetadataStore* store,
+                               std::shared_ptr<const CacheKey> key = nullptr);
 
 }  // namespace cachecore

@@ -6,7 +6,8 @@
 // Layout (little-endian), 4096 bytes at offset 0:
 //   0   char[8]  magic "CACHECTL"
 //   8   u32      format version (kFormatVersion)
-//   12  u32      flags (bit 0: clean shutdown; bit 1: dirty data at shutdown)
+//   12  u32      flags (bit 0: clean shutdown; bit 1: dirty data at shutdown;
+//                bit 2, format 4: the data area is encrypted)
 //   16  u8[16]   cache UUID
 //   32  u64      origin size in bytes
 //   40  u32      line size in bytes
@@ -17,6 +18,8 @@
 //   320 u64      format 3: the line space in use, in bytes (the end of the
 //                last volume, docs/design.md "Volumes"); before: 0, the
 //                origin's size
+//   328 u8[16]   format 4, encrypted: the key check value (CacheKey::
+//                CheckValue; never the key); zeros otherwise
 //   4092 u32     CRC32C of bytes 0..4091
 // From format 3 the origin fields name the cache's first volume as it was
 // attached (the volume table in the store names them all).
@@ -39,7 +42,10 @@ class MetadataStore;
 // start derives which records are stable instead of rewriting them
 // (docs/design.md, "Format versions"). 3: a cache serves several volumes
 // (metadata/volume_table.h); a cache of format 2 is one volume at base 0.
-constexpr uint32_t kFormatVersion = 3;
+// 4: the data area may be encrypted (the superblock says so and keeps the
+// key's check value, as the store's `key_check` does): a build that knows
+// no encryption must refuse such a cache rather than serve its ciphertext.
+constexpr uint32_t kFormatVersion = 4;
 // The oldest format a start upgrades in place.
 constexpr uint32_t kOldestFormatVersion = 1;
 // Ok for a format this build reads; kNotSupported saying why for a newer
@@ -81,6 +87,8 @@ struct Superblock {
   bool dirty_at_shutdown = false;  // only the cache holds some data
   uint64_t data_offset = kDataOffset;
   uint64_t line_space = 0;  // format 3; 0 before (then LineSpace() is the origin's size)
+  bool encrypted = false;              // format 4
+  std::array<uint8_t, 16> key_check{};  // format 4, encrypted: the key's check value
   uint64_t LineSpace() const { return line_space != 0 ? line_space : identity.origin_size; }
 };
 
@@ -148,6 +156,11 @@ Result<std::optional<SuperblockRepair>> PlanSuperblockRepair(BlockDevice* cache,
 Result<std::optional<SuperblockRepair>> RepairSuperblock(BlockDevice* cache, BlockDevice* origin,
                                                          MetadataStore* store,
                                                          uint32_t wanted_line_size);
+
+// The store's config key that holds an encrypted cache's key check value
+// (hex), so that a superblock rewritten from the store stays encrypted.
+constexpr char kKeyCheckKey[] = "key_check";
+std::string KeyCheckText(const std::array<uint8_t, 16>& check);
 
 // The identity as a metadata-store value, and back.
 std::string EncodeIdentity(const CacheIdentity& id);

@@ -470,7 +470,7 @@ namespace {
 // The text of set's flags; the cleaner's numbers are what the option
 // parser made of them.
 struct SetFlags {
-  std::string mode, cutoff, window, rate;
+  std::string volume, mode, cutoff, window, rate;
   std::optional<uint32_t> target, high, low, batch;
 };
 
@@ -500,11 +500,16 @@ Result<SetRequest> ToSetRequest(const SetFlags& f) {
     if (!mode.ok()) return mode.status();
     r.mode = mode.value();
   }
-  if (!f.cutoff.empty()) {
+  r.volume = f.volume;
+  if (f.cutoff == "cache") {
+    r.seq_cutoff_of_cache = true;
+  } else if (!f.cutoff.empty()) {
     Result<uint64_t> cutoff = ParseSize(f.cutoff);
     if (!cutoff.ok()) return Status::InvalidArgument("--seq-cutoff: " + cutoff.status().message());
     r.seq_cutoff_bytes = cutoff.value();
   }
+  if (!r.volume.empty()) CACHECORE_RETURN_IF_ERROR(CheckName(r.volume));
+  CACHECORE_RETURN_IF_ERROR(CheckVolumeSet(r));
   return r;
 }
 
@@ -520,12 +525,15 @@ int RunSet(const std::vector<std::string>& args) {
   po::options_description desc = common.Describe(
       "cachectl set NAME [--mode MODE] [--seq-cutoff SIZE] [--dirty-target PCT] [--dirty-high PCT]\n"
       "                  [--dirty-low PCT] [--cleaner-batch LINES] [--placement-window HH:MM-HH:MM|off] "
-      "[--placement-rate SIZE]\n\nexample: cachectl set data --mode writethrough\n"
-      "example: cachectl set data --placement-window 01:00-05:00 --placement-rate 32M");
+      "[--placement-rate SIZE]\n"
+      "cachectl set NAME --volume VOLUME --seq-cutoff SIZE|cache\n\nexample: cachectl set data --mode writethrough\n"
+      "example: cachectl set data --placement-window 01:00-05:00 --placement-rate 32M\n"
+      "example: cachectl set data --volume backup --seq-cutoff 256K");
   desc.add_options()
       ("name", po::value(&name)->required(), "cache name")
       ("mode", po::value(&f.mode), "new mode; leaving writeback flushes first, with progress")
-      ("seq-cutoff", po::value(&f.cutoff), "sequential cutoff (0: off)")
+      ("seq-cutoff", po::value(&f.cutoff), "sequential cutoff (0: off); with --volume also 'cache': the cache's")
+      ("volume", po::value(&f.volume), "set this volume's own sequential cutoff (the other settings are the cache's)")
       ("dirty-target", po::value(&target), "the cleaner holds dirty lines near this percent (default 10)")
       ("dirty-low", po::value(&low), "above this percent of lines dirty the cleaner runs flat out (default 40)")
       ("dirty-high", po::value(&high), "above this percent write-back writes are slowed down (default 60)")

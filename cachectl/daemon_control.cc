@@ -265,7 +265,33 @@ Status DaemonControl::Stop() {
 // runs after it is let go: a set without a mode never waits for cleaning,
 // and whenever it runs, the outcome is that of some serial order of sets.
 // Lock order: mode_mu, then settings_mu.
+namespace {
+
+// A range of volume `volume` ("": the cache's first) at its line-space
+// offset: kNotFound for no such volume, kOutOfRange past its end.
+Result<uint64_t> InLineSpace(Engine& e, const ByteRange& range, const std::string& volume) {
+  const std::vector<VolumeInfo> volumes = e.volumes();
+  auto v = volume.empty() ? volumes.begin()
+                          : std::find_if(volumes.begin(), volumes.end(), [&](const VolumeInfo& x) { return x.name == volume; });
+  if (v == volumes.end()) return Status::NotFound("the cache has no volume named " + volume);
+  if (range.offset > v->size || range.length > v->size - range.offset) {
+    return Status::OutOfRange("the range ends past the end of volume " + v->name + " (" + std::to_string(v->size) +
+                              " bytes)");
+  }
+  return v->base + range.offset;
+}
+
+}  // namespace
+
 Status DaemonControl::Set(const SetRequest& request, const ProgressSink& progress) {
+  CACHECORE_RETURN_IF_ERROR(CheckVolumeSet(request));
+  if (!request.volume.empty()) {
+    return WithEngine([&](Engine& e) {
+      std::optional<uint64_t> cutoff;
+      if (!request.seq_cutoff_of_cache) cutoff = request.seq_cutoff_bytes;
+      return e.SetVolumeCutoff(request.volume, cutoff);
+    });
+  }
   return WithEngine([&](Engine& e) {
     std::unique_lock<std::mutex> mode;
     if (request.mode) mode = std::unique_lock(d_.mode_mu);
@@ -280,16 +306,20 @@ Status DaemonControl::Set(const SetRequest& request, const ProgressSink& progres
   });
 }
 
-Result<PinTotals> DaemonControl::Pin(const ByteRange& range) {
+Result<PinTotals> DaemonControl::Pin(const ByteRange& range, const std::string& volume) {
   return WithEngine([&](Engine& e) -> Result<PinTotals> {
-    CACHECORE_RETURN_IF_ERROR(e.Pin(range.offset, range.length));
+    Result<uint64_t> at = InLineSpace(e, range, volume);
+    if (!at.ok()) return at.status();
+    CACHECORE_RETURN_IF_ERROR(e.Pin(at.value(), range.length));
     return TotalsOf(e.pins());  // what is pinned now, for the answer
   });
 }
 
-Result<PinTotals> DaemonControl::Unpin(const ByteRange& range) {
+Result<PinTotals> DaemonControl::Unpin(const ByteRange& range, const std::string& volume) {
   return WithEngine([&](Engine& e) -> Result<PinTotals> {
-    CACHECORE_RETURN_IF_ERROR(e.Unpin(range.offset, range.length));
+    Result<uint64_t> at = InLineSpace(e, range, volume);
+    if (!at.ok()) return at.status();
+    CACHECORE_RETURN_IF_ERROR(e.Unpin(at.value(), range.length));
     return TotalsOf(e.pins());
   });
 }
@@ -297,7 +327,16 @@ Result<PinTotals> DaemonControl::Unpin(const ByteRange& range) {
 Result<PinsReply> DaemonControl::Pins() {
   return WithEngine([](Engine& e) -> Result<PinsReply> {
     PinReport r = e.pins();
-    return PinsReply{TotalsOf(r), r.ranges};
+    PinsReply reply{TotalsOf(r), r.ranges, {}};
+    const std::vector<VolumeInfo> volumes = e.volumes();
+    for (PinnedRange& p : reply.ranges) {  // each in its volume's own bytes
+      auto v = std::find_if(volumes.begin(), volumes.end(),
+                            [&](const VolumeInfo& x) { return p.offset >= x.base && p.offset < x.base + x.size; });
+      const bool first = v == volumes.end() || v == volumes.begin();
+      if (v != volumes.end()) p.offset -= v->base;
+      reply.volumes.push_back(first ? "" : v->name);
+    }
+    return reply;
   });
 }
 

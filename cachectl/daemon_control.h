@@ -28,8 +28,8 @@ class DaemonControl : public ControlTarget {
   // cleaner and placement fields not given keep the values in force when
   // this Set runs, never values read before another Set changed them.
   cachecore::Status Set(const SetRequest& request, const ProgressSink& progress) override;
-  cachecore::Result<PinTotals> Pin(const ByteRange& range) override;
-  cachecore::Result<PinTotals> Unpin(const ByteRange& range) override;
+  cachecore::Result<PinTotals> Pin(const ByteRange& range, const std::string& volume) override;
+  cachecore::Result<PinTotals> Unpin(const ByteRange& range, const std::string& volume) override;
   cachecore::Result<PinsReply> Pins() override;
   cachecore::Result<MovementReply> Movement() override;
   cachecore::Result<HistoryReply> History() override;

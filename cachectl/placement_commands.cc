@@ -36,25 +36,30 @@ Result<std::pair<uint64_t, uint64_t>> ParseRange(const std::string& text) {
 // pin and unpin: one range, changed by the daemon.
 int ChangePin(const std::vector<std::string>& args, const std::string& verb, const std::string& usage,
               const std::string& done) {
-  std::string name, range_text;
+  std::string name, range_text, volume;
   CommonOptions common;
   po::options_description desc = common.Describe(usage);
   desc.add_options()
       ("name", po::value(&name)->required(), "cache name")
+      ("volume", po::value(&volume), "a range of this volume (cachectl add; default: the cache's own)")
       ("range", po::value(&range_text)->required(), "OFFSET:LENGTH on the volume (K/M/G/T suffixes), "
                                                      "rounded out to whole cache lines");
   po::variables_map vm;
   if (int rc = common.Parse(desc, args, vm, verb, "name"); rc >= 0) return rc;
   Result<std::pair<uint64_t, uint64_t>> range = ParseRange(range_text);
   if (!range.ok()) return Fail(kExitUsage, verb + ": " + range.status().message());
+  if (Status s = volume.empty() ? Status::Ok() : CheckName(volume); !s.ok()) {
+    return Fail(kExitUsage, verb + ": --volume: " + s.message());
+  }
   if (int rc = common.RequireRoot(verb); rc != 0) return rc;
   ByteRange bytes{range->first, range->second};
-  Request request = verb == "pin" ? Request(PinRequest{bytes}) : Request(UnpinRequest{bytes});
+  Request request = verb == "pin" ? Request(PinRequest{bytes, volume}) : Request(UnpinRequest{bytes, volume});
   ControlReply reply;
   PinTotals totals;
   if (int rc = AskCache(common.dirs(), name, verb, request, &reply); rc != 0) return rc;
   if (int rc = TakeReply(verb, DecodePinTotals(reply.data), &totals); rc != 0) return rc;
-  std::printf("%s %s on %s; %s pinned of a %s limit\n", done.c_str(), range_text.c_str(), name.c_str(),
+  std::printf("%s %s on %s; %s pinned of a %s limit\n", done.c_str(), range_text.c_str(),
+              (volume.empty() ? name : name + " volume " + volume).c_str(),
               HumanBytes(totals.pinned_bytes).c_str(), HumanBytes(totals.limit_bytes).c_str());
   return 0;
 }
@@ -94,8 +99,11 @@ int RunPins(const std::vector<std::string>& args) {
   const uint64_t limit = pins.totals.limit_bytes;
   if (vm.count("json")) {
     std::string ranges;
-    for (const PinnedRange& p : pins.ranges) {
-      ranges += std::string(ranges.empty() ? "" : ", ") + "{\"offset\": " + std::to_string(p.offset) +
+    for (size_t i = 0; i < pins.ranges.size(); ++i) {
+      const PinnedRange& p = pins.ranges[i];
+      const std::string vol = i < pins.volumes.size() ? pins.volumes[i] : "";
+      ranges += std::string(ranges.empty() ? "" : ", ") + "{" +
+                (vol.empty() ? "" : "\"volume\": \"" + vol + "\", ") + "\"offset\": " + std::to_string(p.offset) +
                 ", \"length\": " + std::to_string(p.length) + ", \"resident_bytes\": " +
                 std::to_string(p.resident_bytes) + "}";
     }
@@ -105,8 +113,10 @@ int RunPins(const std::vector<std::string>& args) {
     return 0;
   }
   std::printf("%-32s %-12s %s\n", "RANGE (OFFSET:LENGTH)", "SIZE", "RESIDENT");
-  for (const PinnedRange& p : pins.ranges) {
-    std::string range = std::to_string(p.offset) + ":" + std::to_string(p.length);
+  for (size_t i = 0; i < pins.ranges.size(); ++i) {
+    const PinnedRange& p = pins.ranges[i];
+    const std::string vol = i < pins.volumes.size() ? pins.volumes[i] : "";
+    std::string range = (vol.empty() ? "" : vol + " ") + std::to_string(p.offset) + ":" + std::to_string(p.length);
     std::printf("%-32s %-12s %s\n", range.c_str(), HumanBytes(p.length).c_str(),
                 Percent(p.resident_bytes, p.length).c_str());
   }

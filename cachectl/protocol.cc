@@ -136,8 +136,10 @@ std::string Join(std::initializer_list<uint64_t> values) {
 std::string EncodeSet(const SetRequest& r) {
   std::string out = "set";
   auto add = [&](const char* key, const std::string& value) { out += std::string(" ") + key + "=" + value; };
+  if (!r.volume.empty()) add("volume", r.volume);
   if (r.mode) add("mode", cachecore::CacheModeName(*r.mode));
   if (r.seq_cutoff_bytes) add("seq_cutoff", std::to_string(*r.seq_cutoff_bytes));
+  if (r.seq_cutoff_of_cache) add("seq_cutoff", "cache");
   if (r.dirty_target_pct) add("dirty_target", std::to_string(*r.dirty_target_pct));
   if (r.dirty_high_pct) add("dirty_high", std::to_string(*r.dirty_high_pct));
   if (r.dirty_low_pct) add("dirty_low", std::to_string(*r.dirty_low_pct));
@@ -166,6 +168,18 @@ Status Take(std::optional<T>* field, std::string_view value, Decode decode) {
 
 Status DecodeSetField(std::string_view key, std::string_view value, SetRequest* r) {
   if (key == "mode") return Take(&r->mode, value, [](std::string_view v) { return cachecore::ParseCacheMode(std::string(v)); });
+  if (key == "volume") {
+    if (!r->volume.empty()) return Status::InvalidArgument("a field given twice");
+    CACHECORE_RETURN_IF_ERROR(CheckName(std::string(value)));
+    r->volume = std::string(value);
+    return Status::Ok();
+  }
+  if (key == "seq_cutoff" && value == "cache") {
+    if (r->seq_cutoff_bytes || r->seq_cutoff_of_cache) return Status::InvalidArgument("a field given twice");
+    r->seq_cutoff_of_cache = true;
+    return Status::Ok();
+  }
+  if (key == "seq_cutoff" && r->seq_cutoff_of_cache) return Status::InvalidArgument("a field given twice");
   if (key == "seq_cutoff") return Take(&r->seq_cutoff_bytes, value, DecodeNumber);
   if (key == "dirty_target") return Take(&r->dirty_target_pct, value, DecodeNumber32);
   if (key == "dirty_high") return Take(&r->dirty_high_pct, value, DecodeNumber32);
@@ -180,6 +194,22 @@ Status DecodeSetField(std::string_view key, std::string_view value, SetRequest* 
   return Status::InvalidArgument("unknown setting " + Quote(key));
 }
 
+}  // namespace
+
+Status CheckVolumeSet(const SetRequest& r) {
+  const bool others = r.mode || r.dirty_target_pct || r.dirty_high_pct || r.dirty_low_pct || r.cleaner_batch_lines ||
+                      r.placement_window || r.placement_rate_bytes;
+  if (!r.volume.empty() && others) {
+    return Status::InvalidArgument("a volume has its own sequential cutoff alone; the other settings are the cache's");
+  }
+  if (r.volume.empty() && r.seq_cutoff_of_cache) {
+    return Status::InvalidArgument("the cache's own cutoff is a size: 'cache' is for a volume's");
+  }
+  return Status::Ok();
+}
+
+namespace {
+
 Result<Request> DecodeSet(const Words& args) {
   SetRequest r;
   for (std::string_view word : args) {
@@ -189,6 +219,7 @@ Result<Request> DecodeSet(const Words& args) {
     if (!s.ok()) return Status::InvalidArgument("set " + Quote(word.substr(0, eq)) + ": " + s.message());
   }
   if (r.empty()) return Status::InvalidArgument("set: nothing to set");
+  CACHECORE_RETURN_IF_ERROR(CheckVolumeSet(r));
   return Request(r);
 }
 
@@ -270,10 +301,18 @@ Result<Request> DecodeVerb(std::string_view verb, const Words& args) {
     return Request(DetachRequest{flag.value()});
   }
   if (verb == "pin" || verb == "unpin") {
-    Result<ByteRange> range = DecodeRange(verb, args);
+    // OFFSET LENGTH [VOLUME]
+    std::string volume;
+    Words range_words = args;
+    if (args.size() == 3) {
+      volume = std::string(args[2]);
+      CACHECORE_RETURN_IF_ERROR(CheckName(volume));
+      range_words.pop_back();
+    }
+    Result<ByteRange> range = DecodeRange(verb, range_words);
     if (!range.ok()) return range.status();
-    if (verb == "pin") return Request(PinRequest{range.value()});
-    return Request(UnpinRequest{range.value()});
+    if (verb == "pin") return Request(PinRequest{range.value(), volume});
+    return Request(UnpinRequest{range.value(), volume});
   }
   if (verb == "set") return DecodeSet(args);
   if (verb == "flush") return bare(FlushRequest{});
@@ -351,7 +390,7 @@ Status DecodeHour(std::string_view v, std::vector<cachecore::MovementHour>* hour
 }  // namespace
 
 bool SetRequest::empty() const {
-  return !mode && !seq_cutoff_bytes && !dirty_target_pct && !dirty_high_pct && !dirty_low_pct && !cleaner_batch_lines &&
+  return !mode && !seq_cutoff_bytes && !seq_cutoff_of_cache && !dirty_target_pct && !dirty_high_pct && !dirty_low_pct && !cleaner_batch_lines &&
          !placement_window && !placement_rate_bytes;
 }
 
@@ -360,8 +399,9 @@ std::string PlacementWindowText(const std::optional<PlacementWindow>& window) {
 }
 
 std::string EncodeRequest(const Request& request) {
-  auto range = [](const char* verb, const ByteRange& r) {
-    return std::string(verb) + " " + std::to_string(r.offset) + " " + std::to_string(r.length);
+  auto range = [](const char* verb, const ByteRange& r, const std::string& volume) {
+    return std::string(verb) + " " + std::to_string(r.offset) + " " + std::to_string(r.length) +
+           (volume.empty() ? "" : " " + volume);
   };
   std::string words = std::visit(
       Overloaded{
@@ -370,8 +410,8 @@ std::string EncodeRequest(const Request& request) {
           [](const DetachRequest& r) -> std::string { return r.wipe ? "detach wipe" : "detach"; },
           [](const StopRequest&) -> std::string { return "stop"; },
           [](const SetRequest& r) { return EncodeSet(r); },
-          [&](const PinRequest& r) { return range("pin", r.range); },
-          [&](const UnpinRequest& r) { return range("unpin", r.range); },
+          [&](const PinRequest& r) { return range("pin", r.range, r.volume); },
+          [&](const UnpinRequest& r) { return range("unpin", r.range, r.volume); },
           [](const PinsRequest&) -> std::string { return "pins"; },
           [](const MovementRequest&) -> std::string { return "movement"; },
           [](const HistoryRequest&) -> std::string { return "history"; },
@@ -465,7 +505,11 @@ std::string EncodeReply(const PinTotals& reply) { return EncodeTotals(reply); }
 
 std::string EncodeReply(const PinsReply& reply) {
   std::string out = EncodeTotals(reply.totals);
-  for (const cachecore::PinnedRange& p : reply.ranges) AddData(&out, "pin", Join({p.offset, p.length, p.resident_bytes}));
+  for (size_t i = 0; i < reply.ranges.size(); ++i) {
+    const cachecore::PinnedRange& p = reply.ranges[i];
+    AddData(&out, "pin", Join({p.offset, p.length, p.resident_bytes}));
+    if (i < reply.volumes.size() && !reply.volumes[i].empty()) AddData(&out, "pin_volume", reply.volumes[i]);
+  }
   return out;
 }
 
@@ -518,6 +562,13 @@ Result<PinsReply> DecodePinsReply(const Fields& data) {
                      uint64_t n[3];
                      CACHECORE_RETURN_IF_ERROR(DecodeList(v, n, 3));
                      r.ranges.push_back({n[0], n[1], n[2]});
+                     r.volumes.emplace_back();
+                     return Status::Ok();
+                   }});
+  rules.push_back({"pin_volume", true, [&r](std::string_view v) {  // the volume of the range before it
+                     if (r.volumes.empty() || !r.volumes.back().empty()) return Status::InvalidArgument("a stray pin_volume");
+                     CACHECORE_RETURN_IF_ERROR(CheckName(std::string(v)));
+                     r.volumes.back() = std::string(v);
                      return Status::Ok();
                    }});
   CACHECORE_RETURN_IF_ERROR(DecodeFields(data, rules));

@@ -64,22 +64,31 @@ struct StopRequest {};
 // `set`: only the fields given change; the daemon applies them together,
 // keeping the current value of each field not given.
 struct SetRequest {
+  // A volume's own settings (its sequential cutoff alone), or "": the cache's.
+  std::string volume;
   std::optional<cachecore::CacheMode> mode;
   std::optional<uint64_t> seq_cutoff_bytes;  // 0: off
+  bool seq_cutoff_of_cache = false;          // a volume's: the cache's cutoff again
   std::optional<uint32_t> dirty_target_pct, dirty_high_pct, dirty_low_pct, cleaner_batch_lines;
   // Given or not; when given, a window or none (placement off).
   std::optional<std::optional<cachecore::PlacementWindow>> placement_window;
   std::optional<uint64_t> placement_rate_bytes;  // bytes a second, above 0
   bool empty() const;
 };
+// kInvalidArgument for a set of a volume with the cache's settings, or of
+// the cache with a volume's ("cache" cutoff).
+cachecore::Status CheckVolumeSet(const SetRequest& r);
 struct ByteRange {
   uint64_t offset = 0, length = 0;
 };
+// A range of volume `volume` ("": the cache's own), in its own bytes.
 struct PinRequest {
   ByteRange range;
+  std::string volume;
 };
 struct UnpinRequest {
   ByteRange range;
+  std::string volume;
 };
 struct PinsRequest {};
 struct MovementRequest {};
@@ -149,7 +158,8 @@ struct PinTotals {
 
 struct PinsReply {
   PinTotals totals;
-  std::vector<cachecore::PinnedRange> ranges;
+  std::vector<cachecore::PinnedRange> ranges;  // in their volume's own bytes
+  std::vector<std::string> volumes;            // each range's volume ("": the cache's own)
 };
 
 struct MovementReply {

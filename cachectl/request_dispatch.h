@@ -31,8 +31,9 @@ class ControlTarget {
   virtual cachecore::Status Stop() = 0;
   // Applies the fields given (at least one), the others kept.
   virtual cachecore::Status Set(const SetRequest& request, const ProgressSink& progress) = 0;
-  virtual cachecore::Result<PinTotals> Pin(const ByteRange& range) = 0;
-  virtual cachecore::Result<PinTotals> Unpin(const ByteRange& range) = 0;
+  // A range of volume `volume` ("": the cache's own), in its own bytes.
+  virtual cachecore::Result<PinTotals> Pin(const ByteRange& range, const std::string& volume) = 0;
+  virtual cachecore::Result<PinTotals> Unpin(const ByteRange& range, const std::string& volume) = 0;
   virtual cachecore::Result<PinsReply> Pins() = 0;
   virtual cachecore::Result<MovementReply> Movement() = 0;
   // The last day, a minute a row (stats --history).

@@ -43,8 +43,10 @@ TEST(ProtocolTest, EveryVerbRoundTrips) {
   EXPECT_EQ(RoundTrip(DetachRequest{}), "cachectl/2 detach\n");
   EXPECT_EQ(RoundTrip(DetachRequest{true}), "cachectl/2 detach wipe\n");
   EXPECT_EQ(RoundTrip(StopRequest{}), "cachectl/2 stop\n");
-  EXPECT_EQ(RoundTrip(PinRequest{{4096, 1ull << 40}}), "cachectl/2 pin 4096 1099511627776\n");
-  EXPECT_EQ(RoundTrip(UnpinRequest{{0, 65536}}), "cachectl/2 unpin 0 65536\n");
+  EXPECT_EQ(RoundTrip(PinRequest{{4096, 1ull << 40}, ""}), "cachectl/2 pin 4096 1099511627776\n");
+  EXPECT_EQ(RoundTrip(UnpinRequest{{0, 65536}, ""}), "cachectl/2 unpin 0 65536\n");
+  EXPECT_EQ(RoundTrip(PinRequest{{4096, 8192}, "logs"}), "cachectl/2 pin 4096 8192 logs\n");
+  EXPECT_EQ(RoundTrip(UnpinRequest{{0, 65536}, "logs"}), "cachectl/2 unpin 0 65536 logs\n");
   EXPECT_EQ(RoundTrip(PinsRequest{}), "cachectl/2 pins\n");
   EXPECT_EQ(RoundTrip(MovementRequest{}), "cachectl/2 movement\n");
   EXPECT_EQ(RoundTrip(HistoryRequest{}), "cachectl/2 history\n");
@@ -78,6 +80,19 @@ TEST(ProtocolTest, SetCarriesOnlyTheFieldsGivenInBytes) {
   SetRequest zero;
   zero.seq_cutoff_bytes = 0;  // 0 turns the cutoff off: given, not absent
   EXPECT_EQ(RoundTrip(zero), "cachectl/2 set seq_cutoff=0\n");
+
+  SetRequest volume;  // a volume's own cutoff, or the cache's again
+  volume.volume = "logs";
+  volume.seq_cutoff_bytes = 262144;
+  EXPECT_EQ(RoundTrip(volume), "cachectl/2 set volume=logs seq_cutoff=262144\n");
+  volume.seq_cutoff_bytes.reset();
+  volume.seq_cutoff_of_cache = true;
+  EXPECT_EQ(RoundTrip(volume), "cachectl/2 set volume=logs seq_cutoff=cache\n");
+  for (const char* bad : {"cachectl/2 set volume=logs mode=writeback", "cachectl/2 set seq_cutoff=cache",
+                          "cachectl/2 set volume=../x seq_cutoff=1", "cachectl/2 set volume=a volume=b seq_cutoff=1",
+                          "cachectl/2 set volume=a seq_cutoff=cache seq_cutoff=1", "cachectl/2 pin 0 4096 ../x"}) {
+    EXPECT_FALSE(DecodeRequest(bad).ok()) << bad;
+  }
 }
 
 TEST(ProtocolTest, BadRequestsAreOneLineErrors) {
@@ -94,7 +109,7 @@ TEST(ProtocolTest, BadRequestsAreOneLineErrors) {
       "cachectl/2 detach please",
       "cachectl/2 flush now",
       "cachectl/2 pin 0",
-      "cachectl/2 pin 0 1 2",
+      "cachectl/2 pin 0 1 vol extra",
       "cachectl/2 add-volume db",
       "cachectl/2 add-volume ../db 2f61",
       "cachectl/2 add-volume db 6162",   // "ab": not absolute
@@ -190,7 +205,7 @@ TEST(ProtocolTest, AnswerLines) {
 }
 
 TEST(ProtocolTest, RepliesRoundTrip) {
-  PinsReply pins{{8192, 4096, 1 << 20}, {{0, 4096, 4096}, {65536, 4096, 0}}};
+  PinsReply pins{{8192, 4096, 1 << 20}, {{0, 4096, 4096}, {65536, 4096, 0}}, {"", "logs"}};
   std::string text = EncodeReply(pins);
   Fields data;
   size_t start = 0;
@@ -204,6 +219,7 @@ TEST(ProtocolTest, RepliesRoundTrip) {
   Result<PinsReply> back = DecodePinsReply(data);
   ASSERT_TRUE(back.ok()) << back.status().message();
   EXPECT_EQ(EncodeReply(back.value()), text);
+  EXPECT_EQ(back->volumes, (std::vector<std::string>{"", "logs"}));
 
   MovementReply movement;
   movement.placement.window = PlacementWindow{22 * 60, 4 * 60};
@@ -274,11 +290,11 @@ class FakeTarget : public ControlTarget {
     return Record("set " + std::to_string(r.dirty_high_pct.value_or(0)) + " " +
                   std::to_string(r.dirty_low_pct.has_value()));
   }
-  Result<PinTotals> Pin(const ByteRange& r) override {
+  Result<PinTotals> Pin(const ByteRange& r, const std::string&) override {
     calls.push_back("pin " + std::to_string(r.offset) + " " + std::to_string(r.length));
     return PinTotals{r.length, 0, 1 << 20};
   }
-  Result<PinTotals> Unpin(const ByteRange&) override { return Status::NotFound("nothing pinned there"); }
+  Result<PinTotals> Unpin(const ByteRange&, const std::string&) override { return Status::NotFound("nothing pinned there"); }
   Result<PinsReply> Pins() override { return PinsReply{}; }
   Result<MovementReply> Movement() override { return MovementReply{}; }
   Result<HistoryReply> History() override { return HistoryReply{}; }

@@ -97,6 +97,21 @@ expect 3 "no volume 'nope'" stats multi --volume nope
 "$C" stats multi --prometheus >out 2>&1 && grep -q 'cachectl_volume_blocks_total{cache="multi",mode="writeback",volume="vc",result="write_miss"}' out ||
   fail "no per-volume metrics: $(grep volume out | head -3)"
 
+echo "== a volume's own settings: its sequential cutoff, its pins"
+"$C" set multi --volume vb --seq-cutoff 256K >out 2>&1 || fail "set --volume vb --seq-cutoff: $(cat out)"
+"$C" stats multi --volume vb --json | grep -q '"seq_cutoff": 262144' || fail "vb's own cutoff is not in its stats"
+"$C" stats multi --volume vc --json | grep -q '"seq_cutoff": "cache"' || fail "vc does not take the cache's cutoff"
+"$C" set multi --volume vb --seq-cutoff cache >out 2>&1 || fail "set --volume vb --seq-cutoff cache: $(cat out)"
+"$C" stats multi --volume vb --json | grep -q '"seq_cutoff": "cache"' || fail "vb did not go back to the cache's cutoff"
+expect 2 "its own sequential cutoff alone" set multi --volume vb --mode writethrough
+expect 3 "no volume named nope" set multi --volume nope --seq-cutoff 1M
+"$C" pin multi --volume vc --range 1M:128K >out 2>&1 || fail "pin --volume vc: $(cat out)"
+"$C" pins multi >out 2>&1 && grep -q "^vc 1048576:131072" out || fail "pins does not show vc's range: $(cat out)"
+"$C" pins multi --json | grep -q '"volume": "vc", "offset": 1048576' || fail "pins --json lacks the volume"
+expect 2 "past the end of volume vc" pin multi --volume vc --range 31M:2M
+"$C" unpin multi --volume vc --range 1M:128K >out 2>&1 || fail "unpin --volume vc: $(cat out)"
+"$C" pins multi >out 2>&1 && ! grep -q "^vc " out || fail "vc's range is still pinned: $(cat out)"
+
 echo "== stop and start: all three served again, warm"
 "$C" stop multi >out 2>&1 || { cat out; fail "stop"; }
 "$C" start multi >out 2>&1 || { cat out; fail "start"; }

@@ -40,12 +40,12 @@ class FakeCache : public ControlTarget {
   }
   Status Stop() override { return Change(); }
   Status Set(const SetRequest&, const ProgressSink&) override { return Change(); }
-  Result<PinTotals> Pin(const ByteRange& r) override {
+  Result<PinTotals> Pin(const ByteRange& r, const std::string&) override {
     CACHECORE_RETURN_IF_ERROR(Change());
     return PinTotals{r.length, r.offset, 1};
   }
-  Result<PinTotals> Unpin(const ByteRange& r) override { return Pin(r); }
-  Result<PinsReply> Pins() override { return PinsReply{{1, 2, 3}, {{4, 5, 6}}}; }
+  Result<PinTotals> Unpin(const ByteRange& r, const std::string& volume) override { return Pin(r, volume); }
+  Result<PinsReply> Pins() override { return PinsReply{{1, 2, 3}, {{4, 5, 6}, {7, 8, 9}}, {"", "vol"}}; }
   Result<MovementReply> Movement() override {
     MovementReply m;
     m.hours.push_back({-3600, 1, 2, 3, 4, 5, 6, 7});

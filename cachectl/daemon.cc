@@ -165,12 +165,15 @@ Status Open(Daemon& d) {
   auto store = MetadataStore::Open(d.spec.dirs.Metadata(d.spec.name), mo);
   if (!store.ok()) return store.status();
   d.store = std::move(store.value());
-  if (!d.spec.create) CACHECORE_RETURN_IF_ERROR(RepairDamagedSuperblock(d));
+  // The key first: a start with another key, or none, writes nothing
+  // (not even a repaired superblock).
   if (!d.spec.key.empty()) {
     Result<std::shared_ptr<const cachecore::CacheKey>> key = LoadCacheKey(d.spec.key);
     if (!key.ok()) return key.status();
     d.spec.engine.key = key.value();
   }
+  if (!d.spec.create) CACHECORE_RETURN_IF_ERROR(cachecore::CheckKeyWithStore(d.store.get(), d.spec.engine.key.get()));
+  if (!d.spec.create) CACHECORE_RETURN_IF_ERROR(RepairDamagedSuperblock(d));
   EngineDevices devices{d.origin.get(), d.cache.get(), d.store.get()};
   CACHECORE_RETURN_IF_ERROR(OpenAddedVolumes(d, devices));
   auto engine = d.spec.create ? Engine::Create(devices, d.spec.engine, d.spec.replace)

@@ -275,7 +275,7 @@ Result<uint64_t> InLineSpace(Engine& e, const ByteRange& range, const std::strin
                           : std::find_if(volumes.begin(), volumes.end(), [&](const VolumeInfo& x) { return x.name == volume; });
   if (v == volumes.end()) return Status::NotFound("the cache has no volume named " + volume);
   if (range.offset > v->size || range.length > v->size - range.offset) {
-    return Status::OutOfRange("the range ends past the end of volume " + v->name + " (" + std::to_string(v->size) +
+    return Status::OutOfRange("the range ends beyond the volume (" + v->name + ", " + std::to_string(v->size) +
                               " bytes)");
   }
   return v->base + range.offset;

@@ -84,6 +84,12 @@ int RunRebuild(const std::vector<std::string>& args) {
     std::printf("keeps the origin's older data: bytes %llu..%llu\n", (unsigned long long)at,
                 (unsigned long long)(at + len));
   }
+  // An encrypted cache is rebuilt with its key: read now, before the old
+  // store goes.
+  if (!spec.key.empty()) {
+    Result<std::shared_ptr<const CacheKey>> key = LoadCacheKey(spec.key);
+    if (!key.ok()) return Fail(ExitCodeOf(key.status()), "rebuild: " + key.status().message());
+  }
   std::error_code ec;
   std::filesystem::remove_all(dirs.Metadata(name), ec);
   Status s = LaunchDaemon(spec);

@@ -83,7 +83,7 @@ cp ssd.img ssd.before
 mv key key.right
 head -c 64 /dev/urandom > key
 chmod 600 key
-expect 4 "not the key of the cache" start enc
+expect 4 "is not the key of this cache" start enc
 cmp -s ssd.img ssd.before || fail "a start with the wrong key changed the cache device"
 rm key
 expect 3 "does not exist" start enc

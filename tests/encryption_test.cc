@@ -211,6 +211,39 @@ TEST(EncryptedCacheTest, WithoutEncryptionTheCacheDeviceHoldsThePlaintext) {
   EXPECT_TRUE(HoldsMarker(rig.raw_cache()));
 }
 
+TEST(EncryptedCacheTest, AnEncryptedAttachLeavesNothingOfWhatTheDeviceHeld) {
+  EngineRig rig;
+  EngineConfig c;
+  c.line_size = kLine;
+  c.sequential_cutoff = 0;
+  ASSERT_TRUE(rig.Create(c).ok());
+  AlignedBuffer b(kLine);
+  FillMarker(b.data(), kLine);
+  ASSERT_TRUE(rig.engine().Write(0, b.data(), kLine).ok());
+  ASSERT_TRUE(rig.engine().Flush().ok());
+  ASSERT_TRUE(rig.engine().Shutdown().ok());
+  ASSERT_TRUE(HoldsMarker(rig.raw_cache()));  // a clean cache's plaintext, left on the device
+  c.key = KeyOf('k');
+  ASSERT_TRUE(rig.Create(c, /*force=*/true).ok());
+  EXPECT_FALSE(HoldsMarker(rig.raw_cache()));
+}
+
+TEST(EncryptedCacheTest, TheStoreAloneTellsAWrongKeyBeforeAnythingIsWritten) {
+  EngineRig rig;
+  EngineConfig c;
+  c.line_size = kLine;
+  c.key = KeyOf('k');
+  ASSERT_TRUE(rig.Create(c).ok());
+  EXPECT_TRUE(CheckKeyWithStore(&rig.store(), c.key.get()).ok());
+  EXPECT_EQ(CheckKeyWithStore(&rig.store(), KeyOf('x').get()).code(), StatusCode::kMismatch);
+  EXPECT_EQ(CheckKeyWithStore(&rig.store(), nullptr).code(), StatusCode::kMismatch);
+  EngineRig plain;
+  c.key = nullptr;
+  ASSERT_TRUE(plain.Create(c).ok());
+  EXPECT_TRUE(CheckKeyWithStore(&plain.store(), nullptr).ok());
+  EXPECT_EQ(CheckKeyWithStore(&plain.store(), KeyOf('k').get()).code(), StatusCode::kMismatch);
+}
+
 TEST(EncryptedCacheTest, ACacheWithoutEncryptionRefusesAKey) {
   EngineRig rig;
   EngineConfig c;

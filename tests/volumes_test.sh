@@ -108,7 +108,7 @@ expect 3 "no volume named nope" set multi --volume nope --seq-cutoff 1M
 "$C" pin multi --volume vc --range 1M:128K >out 2>&1 || fail "pin --volume vc: $(cat out)"
 "$C" pins multi >out 2>&1 && grep -q "^vc 1048576:131072" out || fail "pins does not show vc's range: $(cat out)"
 "$C" pins multi --json | grep -q '"volume": "vc", "offset": 1048576' || fail "pins --json lacks the volume"
-expect 2 "past the end of volume vc" pin multi --volume vc --range 31M:2M
+expect 2 "beyond the volume (vc" pin multi --volume vc --range 31M:2M
 "$C" unpin multi --volume vc --range 1M:128K >out 2>&1 || fail "unpin --volume vc: $(cat out)"
 "$C" pins multi >out 2>&1 && ! grep -q "^vc " out || fail "vc's range is still pinned: $(cat out)"
 

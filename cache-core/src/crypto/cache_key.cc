@@ -166,6 +166,23 @@ Status CacheKey::Decrypt(uint64_t offset, const uint8_t* in, uint8_t* out, uint6
   return Crypt(false, offset, in, out, length);
 }
 
+Status CheckKeyWithStore(MetadataStore* store, const CacheKey* key) {
+  Result<std::string> stored = StoredKeyCheck(store);
+  if (!stored.ok()) return stored.status();
+  if (stored.value().empty()) {
+    if (key == nullptr) return Status::Ok();
+    return Status::Mismatch("the cache is not encrypted: start it without a key");
+  }
+  if (key == nullptr) return Status::Mismatch("the cache is encrypted and opens only with its key");
+  Result<CacheIdentity> id = store->GetIdentity();
+  if (!id.ok()) return id.status();
+  if (KeyCheckText(key->CheckValue(id->uuid)) != stored.value()) {
+    return Status::Mismatch("the key given is not the key of this cache (its check value differs); nothing was "
+                            "read or written");
+  }
+  return Status::Ok();
+}
+
 uint32_t BlockCheck(const CacheKey* key, const uint8_t* block, uint64_t cache_offset) {
   const uint32_t crc = Crc32c(block, kCipherUnit);
   return key == nullptr ? crc : key->Seal(crc, cache_offset / kCipherUnit);

@@ -57,7 +57,9 @@ class EncryptedDevice final : public BlockDevice, IoCompletion {
   bool discards_without_waiting() const override { return inner_->discards_without_waiting(); }
 
   Status SubmitAndWait(std::span<IoRequest> requests) override {
-    for (const IoRequest& r : requests) CACHECORE_RETURN_IF_ERROR(CheckUnits(r));
+    for (const IoRequest& r : requests) {
+      if (Status s = CheckUnits(r); !s.ok()) return FailAll(requests, s);
+    }
     // Writes go out from one bounce buffer of this thread's; the caller's
     // buffers are put back before returning.
     thread_local AlignedBuffer bounce;
@@ -81,7 +83,7 @@ class EncryptedDevice final : public BlockDevice, IoCompletion {
     for (size_t i = 0; i < requests.size(); ++i) {
       if (plain[i] != nullptr) requests[i].buffer = plain[i];
     }
-    if (!crypt.ok()) return crypt;  // nothing was submitted
+    if (!crypt.ok()) return FailAll(requests, crypt);  // nothing was submitted
     for (IoRequest& r : requests) {
       if (!Ciphered(r) || r.op != IoOp::kRead || !r.status.ok()) continue;
       r.status = key_->Decrypt(r.offset, Bytes(r.buffer), Bytes(r.buffer), r.length);
@@ -141,6 +143,12 @@ class EncryptedDevice final : public BlockDevice, IoCompletion {
       return Status::InvalidArgument("encrypted I/O must be whole 4 KiB units");
     }
     return CheckRequest(r);
+  }
+
+  // Each request's own status says it failed, as the caller reads them.
+  static Status FailAll(std::span<IoRequest> requests, const Status& s) {
+    for (IoRequest& r : requests) r.status = s;
+    return s;
   }
 
   void Fail(AsyncIo& io, Status s) {

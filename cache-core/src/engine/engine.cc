@@ -7,6 +7,7 @@
 
 #include "cachecore/engine/steps.h"
 #include "cachecore/crypto/encrypted_device.h"
+#include "cachecore/devices/wipe.h"
 #include "engine/engine_impl.h"
 
 namespace cachecore {
@@ -208,6 +209,12 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineDevices& d, const Eng
   if (replace != Replace::kDamagedCache) {
     CACHECORE_RETURN_IF_ERROR(CheckSafeToFormat(d, replace == Replace::kCleanCache));
   }
+  if (cfg.key) {
+    // Whatever the device held before (an earlier cache's plaintext) goes
+    // first: an encrypted cache's device holds ciphertext alone.
+    Result<WipeReport> wiped = WipeDevice(d.cache);
+    if (!wiped.ok()) return wiped.status();
+  }
 
   CacheIdentity id;
   id.uuid = NewRandomUuid();
@@ -263,10 +270,10 @@ namespace {
 // store keeps the check value too, so a superblock rewritten or replaced
 // is caught.
 Status CheckKey(const EngineDevices& d, const Superblock& sb, const CacheKey* key) {
-  Result<std::string> stored = d.metadata->GetConfig(kKeyCheckKey);
-  const std::string in_store = stored.ok() ? stored.value() : "";
+  Result<std::string> stored = StoredKeyCheck(d.metadata);
+  if (!stored.ok()) return stored.status();
   const std::string in_superblock = sb.encrypted ? KeyCheckText(sb.key_check) : "";
-  if (in_store != in_superblock) {
+  if (stored.value() != in_superblock) {
     return Status::Mismatch("the superblock on " + d.cache->identity() + " and the metadata store disagree on "
                             "the cache's encryption");
   }

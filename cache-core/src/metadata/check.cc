@@ -56,7 +56,12 @@ Result<CheckReport> CheckCache(BlockDevice* origin, BlockDevice* cache, Metadata
   CACHECORE_RETURN_IF_ERROR(cache->Read(0, buf.data(), kSuperblockSize));
   Result<Superblock> sb = DecodeSuperblock(buf.data());
   if (!sb.ok()) return sb.status();
-  const CacheKey* sealing = key.get();
+  const CacheKey* sealing = sb->encrypted ? key.get() : nullptr;
+  Result<std::string> stored_check = StoredKeyCheck(store);
+  if (stored_check.ok() && stored_check.value() != (sb->encrypted ? KeyCheckText(sb->key_check) : "")) {
+    report.problems.push_back("superblock and metadata store disagree on the cache's encryption");
+    return report;
+  }
   Result<std::unique_ptr<BlockDevice>> decrypting = DataDevice(cache, sb.value(), std::move(key));
   if (!decrypting.ok()) return decrypting.status();
   BlockDevice* data = decrypting.value() ? decrypting.value().get() : cache;

@@ -112,6 +112,13 @@ std::optional<std::array<uint8_t, 16>> ParseKeyCheck(const std::string& text) {
 
 }  // namespace
 
+Result<std::string> StoredKeyCheck(MetadataStore* store) {
+  Result<std::string> check = store->GetConfig(kKeyCheckKey);
+  if (check.ok()) return check.value();
+  if (check.status().code() == StatusCode::kNotFound) return std::string();  // made before encryption existed
+  return check.status();
+}
+
 void EncodeSuperblock(const Superblock& sb, uint8_t* out) {
   std::memset(out, 0, kSuperblockSize);
   std::memcpy(out, kMagic, 8);
@@ -383,7 +390,9 @@ Result<std::optional<SuperblockRepair>> PlanSuperblockRepair(BlockDevice* cache,
     repair.superblock.line_space = LineSpaceBytes(table.value());
   }
   // An encrypted cache stays encrypted, with the check value the store kept.
-  if (Result<std::string> check = store->GetConfig(kKeyCheckKey); check.ok() && !check.value().empty()) {
+  Result<std::string> check = StoredKeyCheck(store);
+  if (!check.ok()) return Status::Corruption(refused + "the store's key check value: " + check.status().message());
+  if (!check.value().empty()) {
     std::optional<std::array<uint8_t, 16>> value = ParseKeyCheck(check.value());
     if (!value) return Status::Corruption(refused + "the store's key check value is damaged");
     repair.superblock.encrypted = true;

@@ -13,6 +13,7 @@
 #include <memory>
 
 #include "cachecore/base/status.h"
+#include "cachecore/metadata/metadata_store.h"
 #include "cachecore/metadata/superblock.h"  // Uuid
 
 namespace cachecore {
@@ -59,6 +60,12 @@ class CacheKey {
   std::array<uint8_t, 32> seal_{};    // AES-256 for Seal
   std::array<uint8_t, 32> check_{};   // HMAC-SHA256 key of CheckValue
 };
+
+// Whether `key` opens the cache whose store is `store` (the store keeps the
+// check value, as the superblock does): kMismatch, one line, for another
+// key, for none where the cache is encrypted, or for one where it is not.
+// Reads the store only: a start checks it before it writes anything.
+Status CheckKeyWithStore(MetadataStore* store, const CacheKey* key);
 
 // The check a cached block's record holds: CRC32C of its plaintext, sealed
 // by `key` with the block's position when the cache is encrypted (`key`

@@ -161,6 +161,9 @@ Result<std::optional<SuperblockRepair>> RepairSuperblock(BlockDevice* cache, Blo
 // (hex), so that a superblock rewritten from the store stays encrypted.
 constexpr char kKeyCheckKey[] = "key_check";
 std::string KeyCheckText(const std::array<uint8_t, 16>& check);
+// The store's key check value ("" for a cache that is not encrypted);
+// kIoError or kCorruption when the store cannot say.
+Result<std::string> StoredKeyCheck(MetadataStore* store);
 
 // The identity as a metadata-store value, and back.
 std::string EncodeIdentity(const CacheIdentity& id);

@@ -11,11 +11,12 @@ namespace {
 
 // Bounce buffers for writes in flight, per thread: a write is mostly
 // completed on the thread that submitted it (its reactor), so the buffer
-// goes back where it came from. Sizes are powers of two from 4 KiB; a few
-// are kept, the rest freed.
+// goes back where it came from. Sizes are powers of two from 4 KiB; up to
+// kKeptBytes of them are kept (a reactor's usual writes in flight), the
+// rest freed.
 class BouncePool {
  public:
-  static constexpr size_t kKept = 64;
+  static constexpr size_t kKeptBytes = 16 << 20;
   ~BouncePool() {
     for (auto [size, p] : free_) std::free(p);
   }
@@ -27,18 +28,22 @@ class BouncePool {
       uint8_t* p = free_[i].second;
       free_[i] = free_.back();
       free_.pop_back();
+      kept_ -= size;
       return p;
     }
     void* p = nullptr;
     return posix_memalign(&p, kIoAlignment, size) == 0 ? static_cast<uint8_t*>(p) : nullptr;
   }
   void Give(uint8_t* p, uint64_t length) {
-    if (free_.size() >= kKept) return std::free(p);
-    free_.emplace_back(SizeFor(length), p);
+    const size_t size = SizeFor(length);
+    if (kept_ + size > kKeptBytes) return std::free(p);
+    free_.emplace_back(size, p);
+    kept_ += size;
   }
 
  private:
   std::vector<std::pair<size_t, uint8_t*>> free_;
+  size_t kept_ = 0;  // bytes in free_
 };
 
 BouncePool& Pool() {

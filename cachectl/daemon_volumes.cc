@@ -51,6 +51,19 @@ void DropHiddenOrigin(const Daemon& d, const ListedVolume& v) {
   if (!v.online_volume.empty()) (void)shim::RemoveDevice(HiddenOriginName(d.spec.name, v.name));
 }
 
+// A volume the engine no longer has (or never had): its origin closed, its
+// state files and hidden device gone, the front ends shown again. The
+// caller saves volumes.conf.
+std::map<std::string, Daemon::AddedVolume>::iterator Forget(Daemon& d,
+                                                            std::map<std::string, Daemon::AddedVolume>::iterator it) {
+  const ListedVolume listed = it->second.listed;
+  it = d.added_volumes.erase(it);  // closes its origin
+  ForgetVolumeState(VolumeStatePrefix(d, listed.name));
+  DropHiddenOrigin(d, listed);
+  PublishFrontEnd(d);
+  return it;
+}
+
 // What an added volume is listed as: an online volume (a device-mapper
 // volume, in use or not) goes on under its own name, its table kept by a
 // hidden device that becomes the origin.
@@ -82,11 +95,7 @@ void UndoAdd(Daemon& d, Engine& engine, const std::string& volume) {
   if (v.backend) (void)d.nbd->RemoveExport(volume);
   v.backend.reset();
   if (engine.volume(volume).ok() && !engine.RemoveVolume(volume).ok()) return;  // stays listed: remove finishes it
-  ListedVolume listed = v.listed;
-  ForgetVolumeState(v.front.state_prefix);
-  d.added_volumes.erase(volume);
-  PublishFrontEnd(d);
-  DropHiddenOrigin(d, listed);
+  Forget(d, d.added_volumes.find(volume));
   (void)SaveVolumes(d);
 }
 
@@ -128,10 +137,7 @@ Status ServeAddedVolumes(Daemon& d) {
     Result<VolumeInfo> info = d.engine->volume(it->first);
     if (!info.ok()) {  // never added, or its removal finished: nothing of it is cached
       Log("info", "volume " + it->first + " is not in the cache (an add or remove cut short); forgotten");
-      ListedVolume listed = it->second.listed;
-      it = d.added_volumes.erase(it);
-      ForgetVolumeState(VolumeStatePrefix(d, listed.name));
-      DropHiddenOrigin(d, listed);
+      it = Forget(d, it);
       changed = true;
       continue;
     }
@@ -141,8 +147,14 @@ Status ServeAddedVolumes(Daemon& d) {
     }
     // Served even during a removal (the engine refuses the volume's
     // requests): a kernel device a dead daemon left under its dm device
-    // is taken back or replaced, and the removal then takes both away (an
-    // online volume gets its own table again).
+    // is taken back or replaced, and the removal then takes both away. Not
+    // an online volume: a removal reaches the engine only once the volume
+    // has its own table again, which it keeps (a swap back onto the cache
+    // would give its users a device that refuses them).
+    if (info->removing && !it->second.listed.online_volume.empty()) {
+      ++it;
+      continue;
+    }
     // One volume that cannot be served does not keep the others from it.
     if (Status served = Serve(d, *d.engine, it->first, it->second); !served.ok()) {
       Log("error", "volume " + it->first + " is not served: " + served.message());
@@ -218,11 +230,7 @@ Status RemoveVolume(Daemon& d, Engine& engine, const std::string& volume, const 
   if (v.backend) CACHECORE_RETURN_IF_ERROR(d.nbd->RemoveExport(volume));
   v.backend.reset();
   if (engine.volume(volume).ok()) CACHECORE_RETURN_IF_ERROR(engine.RemoveVolume(volume, progress));
-  ListedVolume listed = v.listed;
-  ForgetVolumeState(VolumeStatePrefix(d, volume));
-  d.added_volumes.erase(it);  // closes its origin
-  PublishFrontEnd(d);
-  DropHiddenOrigin(d, listed);
+  Forget(d, it);
   Log("info", "volume " + volume + " removed: its origin holds all its data");
   return SaveVolumes(d);
 }

@@ -1,5 +1,6 @@
 #include "kernel_frontend.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -29,6 +30,18 @@ std::string NbdDeviceFile(const KernelFrontEnd& f) { return f.state_prefix + "nb
 std::string ReleasedFile(const std::string& prefix) { return prefix + "online-released"; }
 
 bool Exists(const std::string& path) { return access(path.c_str(), F_OK) == 0; }
+
+// An empty file at `path`, there after a power cut: it and its directory synced.
+Status WriteDurably(const std::string& path) {
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0600);
+  const bool written = fd >= 0 && fsync(fd) == 0;
+  if (fd >= 0) close(fd);
+  const std::string dir = path.substr(0, path.rfind('/') + 1);
+  const int dir_fd = open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const bool synced = dir_fd >= 0 && fsync(dir_fd) == 0;
+  if (dir_fd >= 0) close(dir_fd);
+  return written && synced ? Status::Ok() : Status::IoError("cannot write " + path);
+}
 
 void ForgetKernelDevice(const KernelFrontEnd& f) {
   unlink(UblkIdFile(f).c_str());
@@ -181,19 +194,24 @@ void RecordKernelDevice(const KernelFrontEnd& f, const Connected& c) {
 // Online: the volume in use is reloaded to point at the kernel device, also
 // one taken back (a volume a crash left suspended resumes; one that had
 // its own table again goes back through the cache). Emptied from the cache
-// first if it had its own table while the engine kept its lines.
+// in the suspended window if it had its own table while the engine kept
+// its lines.
 Status SwapInOnline(KernelFrontEnd& f) {
   auto c = ConnectKernelDevice(f);
   if (!c.ok()) return c.status();
   if (!c->recovered) CACHECORE_RETURN_IF_ERROR(RefuseOverDeadDevice(f, f.online_volume));
   bool released = Exists(ReleasedFile(f.state_prefix));
-  if (released) {
+  // Emptied while suspended: nothing writes around the cache from then
+  // on, so nothing the cache holds of it (a mover's fill, an NBD client's
+  // read) can go stale before its I/O goes through the cache.
+  auto evict = [&]() -> Status {
     Log("info", "online: /dev/mapper/" + f.online_volume + " had its own table; emptying it from the cache");
-    CACHECORE_RETURN_IF_ERROR(f.evict());
-  }
+    return f.evict();
+  };
   RecordKernelDevice(f, c.value());
   shim::DmTable cached{{0, f.size / 512, "linear", c->device->device() + " 0"}};
-  if (Status s = shim::SwapTable(f.online_volume, cached, nullptr); !s.ok()) {
+  if (Status s = shim::SwapTable(f.online_volume, cached, released ? evict : std::function<Status()>());
+      !s.ok()) {
     // A device taken back is kept whatever: the volume resumed on the
     // table it had, which may point at it.
     if (!c->recovered) {
@@ -282,9 +300,7 @@ Status StopKernelFrontEnd(KernelFrontEnd& f, const std::function<Status()>& clea
     const std::string released = ReleasedFile(f.state_prefix);
     auto clean_and_say = [&]() -> Status {
       CACHECORE_RETURN_IF_ERROR(clean());
-      FILE* file = std::fopen(released.c_str(), "w");
-      if (file == nullptr || std::fclose(file) != 0) return Status::IoError("cannot write " + released);
-      return Status::Ok();
+      return WriteDurably(released);
     };
     CACHECORE_RETURN_IF_ERROR(shim::SwapTable(f.online_volume, original.value(), clean_and_say));
     f.online_swapped = false;

@@ -267,28 +267,17 @@ namespace {
 
 // An encrypted cache opens with its key alone, and a cache that is not
 // encrypted with none: before anything is read past the superblock. The
-// store keeps the check value too, so a superblock rewritten or replaced
-// is caught.
+// superblock must say what the store says, so a superblock rewritten or
+// replaced is caught; the key is then judged by the store's check value
+// (CheckKeyWithStore, as the daemon does before a repair).
 Status CheckKey(const EngineDevices& d, const Superblock& sb, const CacheKey* key) {
   Result<std::string> stored = StoredKeyCheck(d.metadata);
   if (!stored.ok()) return stored.status();
-  const std::string in_superblock = sb.encrypted ? KeyCheckText(sb.key_check) : "";
-  if (stored.value() != in_superblock) {
+  if (stored.value() != (sb.encrypted ? KeyCheckText(sb.key_check) : "")) {
     return Status::Mismatch("the superblock on " + d.cache->identity() + " and the metadata store disagree on "
                             "the cache's encryption");
   }
-  if (!sb.encrypted) {
-    if (key == nullptr) return Status::Ok();
-    return Status::Mismatch("the cache on " + d.cache->identity() + " is not encrypted: start it without a key");
-  }
-  if (key == nullptr) {
-    return Status::Mismatch("the cache on " + d.cache->identity() + " is encrypted and opens only with its key");
-  }
-  if (key->CheckValue(sb.identity.uuid) != sb.key_check) {
-    return Status::Mismatch("the key given is not the key of the cache on " + d.cache->identity() +
-                            " (its check value differs); nothing was read or written");
-  }
-  return Status::Ok();
+  return CheckKeyWithStore(d.metadata, key);
 }
 
 }  // namespace

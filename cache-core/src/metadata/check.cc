@@ -33,22 +33,6 @@ Status CheckIdentity(const Superblock& sb, MetadataStore* store, BlockDevice* or
 }
 }  // namespace
 
-namespace {
-
-// The device the blocks are read through: an encrypted cache's decrypts
-// them, with its key alone.
-Result<std::unique_ptr<BlockDevice>> DataDevice(BlockDevice* cache, const Superblock& sb,
-                                                std::shared_ptr<const CacheKey> key) {
-  if (!sb.encrypted) return std::unique_ptr<BlockDevice>();
-  if (key == nullptr) return Status::Mismatch("the cache is encrypted: its blocks are checked with its key only");
-  if (key->CheckValue(sb.identity.uuid) != sb.key_check) {
-    return Status::Mismatch("the key given is not this cache's (its check value differs)");
-  }
-  return NewEncryptedDevice(cache, std::move(key), kDataOffset);
-}
-
-}  // namespace
-
 Result<CheckReport> CheckCache(BlockDevice* origin, BlockDevice* cache, MetadataStore* store,
                                std::shared_ptr<const CacheKey> key) {
   CheckReport report;
@@ -62,9 +46,14 @@ Result<CheckReport> CheckCache(BlockDevice* origin, BlockDevice* cache, Metadata
     report.problems.push_back("superblock and metadata store disagree on the cache's encryption");
     return report;
   }
-  Result<std::unique_ptr<BlockDevice>> decrypting = DataDevice(cache, sb.value(), std::move(key));
-  if (!decrypting.ok()) return decrypting.status();
-  BlockDevice* data = decrypting.value() ? decrypting.value().get() : cache;
+  // An encrypted cache's blocks are read through a decrypting device, with
+  // its key alone.
+  std::unique_ptr<BlockDevice> decrypting;
+  if (sb->encrypted) {
+    CACHECORE_RETURN_IF_ERROR(CheckKeyWithStore(store, key.get()));
+    decrypting = NewEncryptedDevice(cache, std::move(key), kDataOffset);
+  }
+  BlockDevice* data = decrypting ? decrypting.get() : cache;
   report.uuid = UuidToString(sb->identity.uuid);
   report.clean_shutdown = sb->clean_shutdown;
   CACHECORE_RETURN_IF_ERROR(CheckIdentity(sb.value(), store, origin, cache, &report));

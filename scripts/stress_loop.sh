@@ -51,6 +51,7 @@ runs=$(wc -l <"$work/runs" 2>/dev/null || echo 0)
 cycles=$(cat "$work"/*.figures 2>/dev/null | awk '$1 == "stress_cycles" { n += $2 } END { print n + 0 }')
 cuts=$(cat "$work"/*.figures 2>/dev/null | awk '$1 == "stress_power_cuts" { n += $2 } END { print n + 0 }')
 around=$(cat "$work"/*.figures 2>/dev/null | awk '$1 == "stress_bypassed_no_space" { n += $2 } END { print n + 0 }')
+ram=$(cat "$work"/*.figures 2>/dev/null | awk '$1 == "stress_ram_hits" { n += $2 } END { print n + 0 }')
 failures=0
 for log in "$work"/*.log; do
   [[ -e $log ]] || continue
@@ -59,7 +60,7 @@ for log in "$work"/*.log; do
   what=$(grep -m1 -E "seed [0-9]+, line size|hung|Assertion|Segmentation|terminate" "$log" || true)
   echo "FAILED seed $seed: ${what:-see $log}"
 done
-echo "stress loop: $runs runs (each both line sizes), $cycles cycles, $cuts power cuts, $around requests around a cache full of dirty lines, $failures failed"
+echo "stress loop: $runs runs (each both line sizes), $cycles cycles, $cuts power cuts, $around requests around a cache full of dirty lines, $ram blocks read from the RAM tier, $failures failed"
 if (( failures > 0 )); then
   echo "rerun one with: CACHECTL_MODEL_SEED_BASE=<seed> CACHECTL_MODEL_SEEDS=1 $binary --gtest_filter='Seeds/*'"
   exit 1

@@ -21,6 +21,13 @@ const char kDirtyTargetKey[] = "dirty_target_pct";
 const char kDirtyHighKey[] = "dirty_high_pct";
 const char kDirtyLowKey[] = "dirty_low_pct";
 const char kCleanerBatchKey[] = "cleaner_batch_lines";
+const char kRamCacheKey[] = "ram_cache_bytes";
+
+Status CheckRamCache(uint64_t bytes) {
+  if (bytes == 0 || bytes >= kMinRamCacheBytes) return Status::Ok();
+  return Status::InvalidArgument("a RAM tier needs at least " + std::to_string(kMinRamCacheBytes >> 20) +
+                                 " MiB (or 0: off), not " + std::to_string(bytes) + " bytes");
+}
 
 // Numeric settings saved in the store override the caller's defaults.
 template <typename T>
@@ -147,7 +154,9 @@ Engine::Impl::Impl(const EngineDevices& devices, const EngineConfig& cfg, const 
       cleaner_batch_lines(cfg.cleaner_batch_lines),
       admission(cfg.sequential_cutoff, cfg.admit_after_misses),
       slots(capacity, blocks_per_line, id, LineSpaceOf(placed), cfg.policy, cfg.promote_after_hits, stats),
-      pin_limit_lines(uint64_t{capacity} * kPinLimitPct / 100), heat(LineSpaceOf(placed), id.line_size) {
+      ram(blocks_per_line), pin_limit_lines(uint64_t{capacity} * kPinLimitPct / 100),
+      heat(LineSpaceOf(placed), id.line_size) {
+  if (CheckRamCache(cfg.ram_cache_bytes).ok()) ram.Resize(cfg.ram_cache_bytes);
   MutexLock lock(volume_mu);  // nothing runs yet; for the analysis
   for (const PlacedVolume& p : placed) {
     LiveVolume* v = volumes.Publish(p.record.id, p.record.base, p.origin);
@@ -240,6 +249,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineDevices& d, const Eng
   CACHECORE_RETURN_IF_ERROR(d.metadata->PutConfig(kModeKey, CacheModeName(cfg.mode), false));
   CACHECORE_RETURN_IF_ERROR(
       d.metadata->PutConfig(kCutoffKey, std::to_string(cfg.sequential_cutoff), false));
+  CACHECORE_RETURN_IF_ERROR(d.metadata->PutConfig(kRamCacheKey, std::to_string(cfg.ram_cache_bytes), false));
   for (auto [key, value] : {std::pair{kDirtyTargetKey, cfg.dirty_target_pct},
                             std::pair{kDirtyHighKey, cfg.dirty_high_pct},
                             std::pair{kDirtyLowKey, cfg.dirty_low_pct},
@@ -329,6 +339,7 @@ Result<std::unique_ptr<Engine>> Engine::Open(const EngineDevices& d, const Engin
     if (parsed.ok()) cfg.mode = parsed.value();
   }
   LoadNumber(d.metadata, kCutoffKey, &cfg.sequential_cutoff);
+  LoadNumber(d.metadata, kRamCacheKey, &cfg.ram_cache_bytes);
   LoadNumber(d.metadata, kDirtyHighKey, &cfg.dirty_high_pct);
   LoadNumber(d.metadata, kDirtyLowKey, &cfg.dirty_low_pct);
   LoadNumber(d.metadata, kCleanerBatchKey, &cfg.cleaner_batch_lines);
@@ -482,6 +493,7 @@ EngineConfig Engine::settings() const {
   c.dirty_high_pct = impl_->dirty_high_pct.load();
   c.dirty_low_pct = impl_->dirty_low_pct.load();
   c.cleaner_batch_lines = impl_->cleaner_batch_lines.load();
+  c.ram_cache_bytes = impl_->ram.capacity_bytes();
   return c;
 }
 
@@ -505,8 +517,17 @@ Status Engine::SetSequentialCutoff(uint64_t bytes) {
   return impl_->dev.metadata->PutConfig(kCutoffKey, std::to_string(bytes), true);
 }
 
+Status Engine::SetRamCache(uint64_t bytes) {
+  CACHECORE_RETURN_IF_ERROR(CheckRamCache(bytes));
+  MutexLock lock(impl_->ram_settings_mu);  // the tier and the store agree
+  impl_->ram.Resize(bytes);
+  return impl_->dev.metadata->PutConfig(kRamCacheKey, std::to_string(bytes), true);
+}
+
 StatsSnapshot Engine::stats() const {
   StatsSnapshot s = impl_->stats.Snapshot(impl_->capacity, impl_->failed.load());
+  s.ram_cache_bytes = impl_->ram.capacity_bytes();
+  s.ram_used_bytes = impl_->ram.held_blocks() * kBlockSize;
   s.metadata_failed = impl_->dev.metadata->failed();
   s.policy = impl_->slots.PolicyState();
   return s;

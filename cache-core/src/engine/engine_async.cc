@@ -188,6 +188,10 @@ bool Engine::Impl::TryReadHitAsync(uint64_t offset, uint8_t* out, uint64_t lengt
     async->hits.Give(std::move(hit));
     return false;
   }
+  if (ServedFromRam(*hit)) {
+    hit.release();  // answered, and back in the pool
+    return true;
+  }
   if (!AllBlocksCached(*hit)) {
     ReleaseStripes(hit->stripes, false);
     async->hits.Give(std::move(hit));
@@ -243,6 +247,7 @@ Engine::Impl::ReadProof Engine::Impl::ProveReads(std::span<const AsyncIo> ios,
 
 void Engine::Impl::FinishReadHit(AsyncHit& hit) {
   ReadProof proof = ProveReads(hit.ios, nullptr, hit.segments, hit.slots, nullptr, hit.out);
+  if (proof.kind == ReadProof::kProven) FillRam(hit);  // the stripes still held: nothing changed it
   ReleaseStripes(hit.stripes, false);
   std::unique_ptr<AsyncHit> owned(&hit);
   EngineCompletion* done = hit.done;

@@ -57,6 +57,7 @@ bool Engine::Impl::TryWriteThroughAsync(uint64_t offset, const uint8_t* in, uint
     state.throughs.Give(std::move(t));
     return false;
   }
+  ForgetInRam(t->segments);  // even if it goes another way: a copy forgotten is never wrong
   t->slots.clear();
   slots.FindEach(t->segments.size(), [&t](size_t i) { return t->segments[i].line; }, t->slots);
   t->tally = {};

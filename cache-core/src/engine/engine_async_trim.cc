@@ -29,6 +29,7 @@ bool Engine::Impl::TryTrimAsync(uint64_t offset, uint64_t length, EngineCompleti
     state.trims.Give(std::move(t));
     return false;
   }
+  ForgetInRam(t->segments);  // even if it goes another way: a copy forgotten is never wrong
   t->discard_origin = dev.origin->supports_discard();
   if (t->discard_origin && slots.AnyBeingCleaned(t->segments.front().line, t->segments.back().line)) {
     ReleaseStripes(t->stripes, true);  // parked until the cleaner's origin write has landed

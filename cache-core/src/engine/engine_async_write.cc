@@ -132,6 +132,7 @@ bool Engine::Impl::TryWriteBackAsync(uint64_t offset, const uint8_t* in, uint64_
     state.writes.Give(std::move(w));
     return false;
   }
+  ForgetInRam(w->segments);  // even if it goes another way: a copy forgotten is never wrong
   w->slots.clear();
   slots.FindEach(w->segments.size(), [&w](size_t i) { return w->segments[i].line; }, w->slots);
   // Held from the decision to the records: a sync that begins meanwhile

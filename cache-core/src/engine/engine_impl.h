@@ -23,6 +23,7 @@
 
 #include "policy/admission.h"
 #include "engine/origin_meter.h"
+#include "engine/ram_tier.h"
 #include "engine/slot_table.h"
 #include "engine/volume_set.h"
 #include "engine/writeback_controller.h"
@@ -164,6 +165,14 @@ struct Engine::Impl {
   bool AllBlocksCached(AsyncHit& hit);
   void PlanHitReads(AsyncHit& hit);
   void FinishReadHit(AsyncHit& hit);
+  // The RAM tier's share (engine_ram.cc), its stripes held. Whether the
+  // tier holds every block of the hit: copied out, counted and answered.
+  bool ServedFromRam(AsyncHit& hit);
+  // A hit the cache proved: its blocks go into the tier.
+  void FillRam(const AsyncHit& hit);
+  // Before a request changes its lines (their stripes held exclusively):
+  // the tier forgets every block it touches, even in part.
+  void ForgetInRam(std::span<const Segment> segments);
   // Whether a cached block read into `data` is what its slot vouches for
   // (`unread`: its read failed).
   bool CachedBlockProven(uint32_t slot, uint32_t block, const uint8_t* data, bool unread) const;
@@ -604,6 +613,8 @@ struct Engine::Impl {
   LiveStats stats;
   Admission admission;
   SlotTable slots;  // after stats, which it counts into
+  RamTier ram;      // filled and read under the stripes (engine/ram_tier.h)
+  Mutex ram_settings_mu;  // one SetRamCache at a time
 
   Mutex manage_mu;  // one Flush / SetMode / Shutdown / AddVolume / RemoveVolume at a time
   Mutex volume_mu;  // after manage_mu

@@ -170,6 +170,9 @@ Status Engine::Impl::DropVolumeLines(const LiveVolume& v) {
     }
     CACHECORE_RETURN_IF_ERROR(Commit(batch, false));
   }
+  // Lines the cache let go of earlier may still be in RAM; a read fills
+  // the tier only from a line still cached, under its stripe.
+  ram.ForgetLines(first, end);
   return SyncMetadata();
 }
 

@@ -15,6 +15,11 @@ double StatsSnapshot::hit_ratio() const {
   return Ratio(read_hits + write_hits, read_misses + write_misses);
 }
 
+double StatsSnapshot::ram_hit_ratio() const {
+  const uint64_t reads = read_hits + read_misses;
+  return reads == 0 ? 0.0 : static_cast<double>(ram_hits) / static_cast<double>(reads);
+}
+
 double VolumeInfo::read_hit_ratio() const { return Ratio(read_hits, read_misses); }
 double VolumeInfo::hit_ratio() const { return Ratio(read_hits + write_hits, read_misses + write_misses); }
 
@@ -26,7 +31,7 @@ void LiveStats::Taken() {
 }
 
 void LiveStats::ResetCounters() {
-  for (auto* c : {&read_hits, &read_misses, &write_hits, &write_misses, &read_full, &read_partial,
+  for (auto* c : {&read_hits, &read_misses, &ram_hits, &write_hits, &write_misses, &read_full, &read_partial,
                   &read_miss_req, &write_full, &write_partial, &write_miss_req, &promotions,
                   &evictions, &bypassed, &bypassed_no_space, &cleaner_writes, &cleaned_blocks, &cache_read_err,
                   &cache_write_err, &cache_flush_err, &origin_read_err, &origin_write_err,
@@ -43,6 +48,7 @@ StatsSnapshot LiveStats::Snapshot(uint64_t capacity_lines, bool failed) const {
   s.read_misses = Load(read_misses);
   s.write_hits = Load(write_hits);
   s.write_misses = Load(write_misses);
+  s.ram_hits = Load(ram_hits);
   s.read_requests_full_hit = Load(read_full);
   s.read_requests_partial_hit = Load(read_partial);
   s.read_requests_miss = Load(read_miss_req);

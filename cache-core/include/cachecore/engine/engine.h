@@ -61,7 +61,15 @@ struct EngineConfig {
   // cache (kMismatch without it, or with another) and refuses one for a
   // cache that is not encrypted. Null: no encryption.
   std::shared_ptr<const CacheKey> key;
+  // The RAM tier (docs/design.md, "The RAM tier"): copies of the hottest
+  // blocks in memory above the cache device, a read cache only. 0: off;
+  // else at least kMinRamCacheBytes. Create saves it; Open takes the saved
+  // one (Engine::SetRamCache changes it).
+  uint64_t ram_cache_bytes = 0;
 };
+
+// The smallest RAM tier (16 blocks in each of its 64 shards).
+inline constexpr uint64_t kMinRamCacheBytes = 4 << 20;
 
 // The completion of an asynchronous request: Done runs once, with the
 // request's outcome, on the reactor that submitted it or on one of the
@@ -167,6 +175,11 @@ class Engine {
   EngineConfig settings() const;
   // Sequential cutoff in bytes (0: off); takes effect at once, and is saved.
   Status SetSequentialCutoff(uint64_t bytes);
+  // The RAM tier's size in bytes (0: off); it starts empty at once, while
+  // requests run, and is saved. kInvalidArgument for a size under
+  // kMinRamCacheBytes but 0 (nothing changes then). The caller judges
+  // what the host can spare.
+  Status SetRamCache(uint64_t bytes);
   // The cleaner's target, watermarks (percent of lines dirty; see
   // EngineConfig) and lines per pass. kInvalidArgument unless
   // target <= low < high <= 100 and batch >= 1 (nothing changes then).

@@ -21,6 +21,9 @@ struct ErrorCounts {
 struct StatsSnapshot {
   // 4 KiB block accesses: the unit of the hit ratios.
   uint64_t read_hits = 0, read_misses = 0, write_hits = 0, write_misses = 0;
+  // The RAM tier: read hits it served (counted in read_hits too), its size
+  // (0: off) and the bytes of blocks it holds now.
+  uint64_t ram_hits = 0, ram_cache_bytes = 0, ram_used_bytes = 0;
   // Requests by outcome: all blocks hit, some hit, none hit.
   uint64_t read_requests_full_hit = 0, read_requests_partial_hit = 0, read_requests_miss = 0;
   uint64_t write_requests_full_hit = 0, write_requests_partial_hit = 0, write_requests_miss = 0;
@@ -60,6 +63,8 @@ struct StatsSnapshot {
 
   double read_hit_ratio() const;
   double hit_ratio() const;
+  // ram_hits / read block accesses: the share of reads served from RAM.
+  double ram_hit_ratio() const;
 };
 
 // One volume of a cache (Engine::volumes()): where it lies in the line
@@ -84,6 +89,7 @@ inline constexpr const char* kCleanerStateNames[] = {"idle", "controlled", "back
 // The engine's live counters. Each field mirrors StatsSnapshot.
 struct LiveStats {
   std::atomic<uint64_t> read_hits{0}, read_misses{0}, write_hits{0}, write_misses{0};
+  std::atomic<uint64_t> ram_hits{0};
   std::atomic<uint64_t> read_full{0}, read_partial{0}, read_miss_req{0};
   std::atomic<uint64_t> write_full{0}, write_partial{0}, write_miss_req{0};
   std::atomic<uint64_t> read_requests{0}, write_requests{0}, read_bytes{0}, write_bytes{0};

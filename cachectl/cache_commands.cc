@@ -168,11 +168,12 @@ void ReleaseCacheDevice(const std::string& path) {
 int Attach(const std::vector<std::string>& args) {
   std::string origin, cache, name, mode_text = "writethrough", line_text = "64K", tcp, frontend = "auto", group;
   std::string connections_text = std::to_string(kDefaultNbdConnections);
+  std::string ram_text = "off";
   uint32_t overprovision = 0;
   CommonOptions common;
   po::options_description desc = common.Describe(
       "cachectl attach --origin DEV --cache DEV [--name NAME] [--mode MODE] [--line-size SIZE] "
-      "[--overprovision PCT] [--force]\n\nexample: cachectl attach --origin /dev/vg0/data --cache /dev/nvme0n1p2 "
+      "[--overprovision PCT] [--ram-cache SIZE] [--force]\n\nexample: cachectl attach --origin /dev/vg0/data --cache /dev/nvme0n1p2 "
       "--mode writeback --name data");
   desc.add_options()
       ("origin", po::value(&origin)->required(), "the volume to cache (its data is kept): a file, a block "
@@ -198,6 +199,8 @@ int Attach(const std::vector<std::string>& args) {
        "the kernel has them and device-mapper, else the NBD socket alone; ublk or nbd: that one or fail; socket")
       ("overprovision", po::value(&overprovision), "leave this share of the SSD unused, 0-90 % (discarded "
        "once; see cachectl probe --overprovision-sweep)")
+      ("ram-cache", po::value(&ram_text), "a RAM tier above the SSD: a read cache of the hottest blocks in this "
+       "much memory, at least 4M (default off; cachectl set --ram-cache changes it)")
       ("force", "replace a cache device that holds another (clean) cache")
       ("encrypt", "encrypt the cached data on the cache device (AES-256-XTS), with --key-file or --key-keyring; "
        "every start reads the key again")
@@ -215,6 +218,7 @@ int Attach(const std::vector<std::string>& args) {
   Result<uint64_t> line = ParseSize(line_text);
   Result<int> gid = ResolveGroup(group);
   Result<unsigned> connections = ParseNbdConnections(connections_text);
+  Result<uint64_t> ram = ParseRamCache(ram_text);
   DaemonSpec spec;
   spec.tcp_address = tcp;
   spec.tcp_insecure = vm.count("insecure") > 0;
@@ -222,7 +226,7 @@ int Attach(const std::vector<std::string>& args) {
   if (vm.count("tls-cert")) spec.tls_cert = Absolute(vm["tls-cert"].as<std::string>());
   if (vm.count("listen")) spec.metrics_listen = vm["listen"].as<std::string>();
   for (const Status& s : {CheckName(name), mode.status(), line.status(), CheckFrontend(frontend), gid.status(),
-                          connections.status(), CheckTcpExport(spec), CheckMetricsListen(spec)}) {
+                          connections.status(), ram.status(), CheckTcpExport(spec), CheckMetricsListen(spec)}) {
     if (!s.ok()) return Fail(kExitUsage, "attach: " + s.message());
   }
   // The encryption key, read now: a wrong one changes no device.
@@ -252,6 +256,7 @@ int Attach(const std::vector<std::string>& args) {
   spec.engine.mode = mode.value();
   spec.engine.line_size = static_cast<uint32_t>(line.value());
   spec.engine.overprovision_pct = overprovision;
+  spec.engine.ram_cache_bytes = ram.value();
   spec.nbd_connections = connections.value();
   spec.frontend = frontend;
   spec.socket_group = gid.value();
@@ -470,7 +475,7 @@ namespace {
 // The text of set's flags; the cleaner's numbers are what the option
 // parser made of them.
 struct SetFlags {
-  std::string volume, mode, cutoff, window, rate;
+  std::string volume, mode, cutoff, window, rate, ram;
   std::optional<uint32_t> target, high, low, batch;
 };
 
@@ -500,6 +505,11 @@ Result<SetRequest> ToSetRequest(const SetFlags& f) {
     if (!mode.ok()) return mode.status();
     r.mode = mode.value();
   }
+  if (!f.ram.empty()) {
+    Result<uint64_t> ram = ParseRamCache(f.ram);
+    if (!ram.ok()) return ram.status();
+    r.ram_cache_bytes = ram.value();
+  }
   r.volume = f.volume;
   if (f.cutoff == "cache") {
     r.seq_cutoff_of_cache = true;
@@ -526,8 +536,10 @@ int RunSet(const std::vector<std::string>& args) {
       "cachectl set NAME [--mode MODE] [--seq-cutoff SIZE] [--dirty-target PCT] [--dirty-high PCT]\n"
       "                  [--dirty-low PCT] [--cleaner-batch LINES] [--placement-window HH:MM-HH:MM|off] "
       "[--placement-rate SIZE]\n"
+      "                  [--ram-cache SIZE|off]\n"
       "cachectl set NAME --volume VOLUME --seq-cutoff SIZE|cache\n\nexample: cachectl set data --mode writethrough\n"
       "example: cachectl set data --placement-window 01:00-05:00 --placement-rate 32M\n"
+      "example: cachectl set data --ram-cache 2G\n"
       "example: cachectl set data --volume backup --seq-cutoff 256K");
   desc.add_options()
       ("name", po::value(&name)->required(), "cache name")
@@ -540,7 +552,9 @@ int RunSet(const std::vector<std::string>& args) {
       ("cleaner-batch", po::value(&batch), "lines per cleaner pass")
       ("placement-window", po::value(&f.window),
        "daily local time when the hottest data of the last day is moved in and cold data out (off: never)")
-      ("placement-rate", po::value(&f.rate), "bytes a second placement and pin filling may move (e.g. 64M)");
+      ("placement-rate", po::value(&f.rate), "bytes a second placement and pin filling may move (e.g. 64M)")
+      ("ram-cache", po::value(&f.ram), "the RAM tier above the SSD: a read cache of the hottest blocks in this "
+       "much memory, at least 4M (off: none); it starts empty");
   po::variables_map vm;
   if (int rc = common.Parse(desc, args, vm, "set", "name"); rc >= 0) return rc;
   if (vm.count("dirty-target")) f.target = target;
@@ -550,7 +564,7 @@ int RunSet(const std::vector<std::string>& args) {
   Result<SetRequest> request = ToSetRequest(f);
   if (request.ok() && request->empty()) {
     return Fail(kExitUsage, "set: nothing to set (--mode, --seq-cutoff, --dirty-target, --dirty-high, --dirty-low, --cleaner-batch, "
-                            "--placement-window, --placement-rate)");
+                            "--placement-window, --placement-rate, --ram-cache)");
   }
   if (!request.ok()) return Fail(kExitUsage, "set: " + request.status().message());
   if (int rc = common.RequireRoot("set"); rc != 0) return rc;

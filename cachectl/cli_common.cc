@@ -6,12 +6,29 @@
 #include <cstdio>
 #include <iostream>
 
+#include "cachecore/engine/engine.h"
 #include "commands.h"
 #include "control.h"
 
 namespace cachectl {
 
 namespace po = boost::program_options;
+
+cachecore::Result<uint64_t> ParseRamCache(const std::string& text) {
+  if (text == "off") return uint64_t{0};
+  cachecore::Result<uint64_t> bytes = cachecore::ParseSize(text);
+  if (!bytes.ok()) return cachecore::Status::InvalidArgument("--ram-cache '" + text + "': a size such as 512M or 4G, or off");
+  if (bytes.value() != 0 && bytes.value() < cachecore::kMinRamCacheBytes) {
+    return cachecore::Status::InvalidArgument("--ram-cache " + text + ": a RAM tier needs at least 4M (or off)");
+  }
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  const uint64_t memory = pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
+  if (memory != 0 && bytes.value() > memory / 4 * 3) {
+    return cachecore::Status::InvalidArgument("--ram-cache " + text + ": more than three quarters of this host's " +
+                                              HumanBytes(memory) + " of memory");
+  }
+  return bytes.value();
+}
 
 int AskCache(const Dirs& dirs, const std::string& name, const std::string& verb, const Request& request,
              ControlReply* reply, const ProgressSink& progress) {

@@ -17,6 +17,11 @@ namespace cachectl {
 // kInvalidArgument when there is no such group.
 cachecore::Result<int> ResolveGroup(const std::string& name);
 
+// --ram-cache's size: "off" or 0 (no RAM tier), or a size (4M, 2G) of at
+// least 4 MiB and at most three quarters of this host's memory (the rest
+// is the system's, the daemon's and RocksDB's). kInvalidArgument saying why.
+cachecore::Result<uint64_t> ParseRamCache(const std::string& text);
+
 // Sends `request` to the running cache NAME. 0 with its reply in `reply`
 // when it answered "ok"; otherwise prints "VERB: why" and returns the exit
 // code (no such cache, not running, or the daemon's refusal).

@@ -113,6 +113,12 @@ StatsReply StatsOf(Daemon& d) {
   num("write_bytes", s.write_bytes);
   ratio("read_hit_ratio", s.read_hit_ratio());
   ratio("hit_ratio", s.hit_ratio());
+  // The RAM tier: its size (0: off), what it holds, and the reads it
+  // served (counted in read_hits too).
+  num("ram_cache_bytes", s.ram_cache_bytes);
+  num("ram_used_bytes", s.ram_used_bytes);
+  num("ram_hits", s.ram_hits);
+  ratio("ram_hit_ratio", s.ram_hit_ratio());
   num("promotions", s.promotions);
   num("bypassed", s.bypassed);
   num("bypassed_no_space", s.bypassed_no_space);
@@ -159,6 +165,7 @@ Status ApplyTunables(Engine& e, const SetRequest& r) {
                                             r.cleaner_batch_lines.value_or(now.cleaner_batch_lines)}));
   }
   if (r.seq_cutoff_bytes) CACHECORE_RETURN_IF_ERROR(e.SetSequentialCutoff(*r.seq_cutoff_bytes));
+  if (r.ram_cache_bytes) CACHECORE_RETURN_IF_ERROR(e.SetRamCache(*r.ram_cache_bytes));
   if (r.placement_window || r.placement_rate_bytes) {
     PlacementSettings p = e.placement();
     if (r.placement_window) p.window = *r.placement_window;

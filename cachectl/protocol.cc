@@ -146,6 +146,7 @@ std::string EncodeSet(const SetRequest& r) {
   if (r.cleaner_batch_lines) add("cleaner_batch", std::to_string(*r.cleaner_batch_lines));
   if (r.placement_window) add("placement_window", PlacementWindowText(*r.placement_window));
   if (r.placement_rate_bytes) add("placement_rate", std::to_string(*r.placement_rate_bytes));
+  if (r.ram_cache_bytes) add("ram_cache", std::to_string(*r.ram_cache_bytes));
   return out;
 }
 
@@ -186,6 +187,7 @@ Status DecodeSetField(std::string_view key, std::string_view value, SetRequest* 
   if (key == "dirty_low") return Take(&r->dirty_low_pct, value, DecodeNumber32);
   if (key == "cleaner_batch") return Take(&r->cleaner_batch_lines, value, DecodeNumber32);
   if (key == "placement_window") return Take(&r->placement_window, value, DecodeWindow);
+  if (key == "ram_cache") return Take(&r->ram_cache_bytes, value, DecodeNumber);
   if (key == "placement_rate") {
     CACHECORE_RETURN_IF_ERROR(Take(&r->placement_rate_bytes, value, DecodeNumber));
     if (*r->placement_rate_bytes == 0) return Status::InvalidArgument("the placement rate must be above 0");
@@ -198,7 +200,7 @@ Status DecodeSetField(std::string_view key, std::string_view value, SetRequest* 
 
 Status CheckVolumeSet(const SetRequest& r) {
   const bool others = r.mode || r.dirty_target_pct || r.dirty_high_pct || r.dirty_low_pct || r.cleaner_batch_lines ||
-                      r.placement_window || r.placement_rate_bytes;
+                      r.placement_window || r.placement_rate_bytes || r.ram_cache_bytes;
   if (!r.volume.empty() && others) {
     return Status::InvalidArgument("a volume has its own sequential cutoff alone; the other settings are the cache's");
   }
@@ -391,7 +393,7 @@ Status DecodeHour(std::string_view v, std::vector<cachecore::MovementHour>* hour
 
 bool SetRequest::empty() const {
   return !mode && !seq_cutoff_bytes && !seq_cutoff_of_cache && !dirty_target_pct && !dirty_high_pct && !dirty_low_pct && !cleaner_batch_lines &&
-         !placement_window && !placement_rate_bytes;
+         !placement_window && !placement_rate_bytes && !ram_cache_bytes;
 }
 
 std::string PlacementWindowText(const std::optional<PlacementWindow>& window) {

@@ -73,6 +73,7 @@ struct SetRequest {
   // Given or not; when given, a window or none (placement off).
   std::optional<std::optional<cachecore::PlacementWindow>> placement_window;
   std::optional<uint64_t> placement_rate_bytes;  // bytes a second, above 0
+  std::optional<uint64_t> ram_cache_bytes;       // the RAM tier's size, 0: off
   bool empty() const;
 };
 // kInvalidArgument for a set of a volume with the cache's settings, or of

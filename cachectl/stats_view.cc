@@ -90,6 +90,9 @@ void UsageSection(std::string& out, const FieldView& v) {
   SizeLine(out, "free", capacity - std::min(capacity, occupied), capacity);
   SizeLine(out, "pinned", v.Count("pinned_bytes"), capacity);
   SizeLine(out, "over-provisioned", v.Count("overprovisioned_bytes"), capacity);
+  if (const uint64_t ram = v.Count("ram_cache_bytes"); ram != 0) {
+    Line(out, "RAM tier", HumanBytes(v.Count("ram_used_bytes")) + " held of " + HumanBytes(ram));
+  }
 }
 
 void RequestSection(std::string& out, const FieldView& v) {
@@ -108,6 +111,10 @@ void RequestSection(std::string& out, const FieldView& v) {
   CountLine(out, "write misses", v.Count("write_misses"), "blocks", blocks, "of 4 KiB blocks");
   Line(out, "read hit ratio", Percent(v.Count("read_hits"), read_blocks));
   Line(out, "hit ratio", Percent(v.Count("read_hits") + v.Count("write_hits"), blocks));
+  if (v.Count("ram_cache_bytes") != 0) {
+    Line(out, "RAM tier hits", Format("%llu blocks, %s of reads", static_cast<unsigned long long>(v.Count("ram_hits")),
+                                      Percent(v.Count("ram_hits"), read_blocks).c_str()));
+  }
   auto lines = [&](const char* key) {
     return Format("%llu lines, %s", static_cast<unsigned long long>(v.Count(key)),
                   HumanBytes(v.Count(key) * line).c_str());
@@ -142,6 +149,8 @@ void SettingsSection(std::string& out, const FieldView& v) {
   const std::string& window = v.Text("placement_window");
   Line(out, "placement", window == "off" ? "off" : window + " at " + HumanBytes(v.Count("placement_rate")) + "/s");
   Line(out, "pin limit", HumanBytes(v.Count("pin_limit_bytes")));
+  const uint64_t ram = v.Count("ram_cache_bytes");
+  Line(out, "RAM tier", ram == 0 ? "off" : HumanBytes(ram));
   Line(out, "NBD clients", "at most " + v.Text("nbd_max_connections") + " at once");
 }
 

@@ -44,6 +44,33 @@ TEST(AdviseTest, CurveMatchesReplayAtThreeSizes) {
   }
 }
 
+// The two-level curve (a RAM tier above the cache): the share of reads the
+// tier serves agrees with a replay through the engine with that tier, on a
+// trace of reads and writes (writes make the tier forget); the tier adds to
+// the cache's hits, never takes from them; and without it nothing is from RAM.
+TEST(AdviseTest, TwoLevelCurveMatchesReplayWithARamTier) {
+  AdviseOptions o;
+  o.trace_path = Trace("tencent_cbs_sample.csv.zst");
+  Result<AdviseResult> one = AdviseCacheSize(o);
+  o.ram_cache_bytes = 16 << 20;
+  Result<AdviseResult> two = AdviseCacheSize(o);
+  ASSERT_TRUE(one.ok() && two.ok());
+  for (size_t i = 0; i < 100; ++i) {
+    EXPECT_EQ(one->curve[i].ram_hit_ratio, 0.0);
+    EXPECT_GE(two->curve[i].read_hit_ratio + 1e-9, one->curve[i].read_hit_ratio) << i + 1 << " %";
+    EXPECT_LE(two->curve[i].ram_hit_ratio, two->curve[i].read_hit_ratio + 1e-9) << i + 1 << " %";
+  }
+  ReplayOptions r;
+  r.trace_path = o.trace_path;
+  r.cache_size = ParseCacheSize("5%").value();
+  r.ram_cache_bytes = o.ram_cache_bytes;
+  Result<ReplayResult> replay = ReplayTrace(r);
+  ASSERT_TRUE(replay.ok()) << replay.status().ToString();
+  EXPECT_GT(replay->stats.ram_hits, 0u);
+  EXPECT_NEAR(two->curve[4].ram_hit_ratio, replay->stats.ram_hit_ratio(), 0.01);
+  EXPECT_NEAR(two->curve[4].read_hit_ratio, replay->stats.read_hit_ratio(), 0.01);
+}
+
 // Advise simulates the policy it is asked for, as replay runs it: every
 // candidate's curve against its replay through the engine, within a point.
 TEST(AdviseTest, EveryPolicysCurveMatchesItsReplay) {

@@ -157,6 +157,36 @@ TEST_F(EngineRamTest, HitsComeFromRamWithoutTheCacheDevice) {
   EXPECT_EQ(after.ram_cache_bytes, 8 * kMiB);
 }
 
+// A read whose lines are partly in RAM: those come from RAM, the rest from
+// the cache, in one answer; and what the cache gave fills the tier.
+TEST_F(EngineRamTest, ALineInRamAndTheNextOnTheCache) {
+  Create(CacheMode::kWriteThrough);
+  ASSERT_TRUE(WritePattern(rig_.engine(), 0, 64 * 1024, 1).ok());
+  WarmRam(0, 16 * 1024);  // line 0 only
+  const uint64_t cache_reads = rig_.cache().operations(kFaultRead);
+  const uint64_t before = RamHits();
+  EXPECT_TRUE(HasPattern(rig_.engine(), 0, 32 * 1024, 1));
+  EXPECT_EQ(RamHits() - before, 4u) << "line 0's blocks";
+  EXPECT_EQ(rig_.cache().operations(kFaultRead), cache_reads + 1) << "line 1 alone from the cache";
+  EXPECT_TRUE(HasPattern(rig_.engine(), 0, 32 * 1024, 1));
+  EXPECT_EQ(RamHits() - before, 4u + 8) << "line 1 filled the tier";
+}
+
+// A read that misses in part (the miss path) fills the tier with the
+// blocks it read from the cache.
+TEST_F(EngineRamTest, AMissFillsItWithWhatTheCacheHad) {
+  Create(CacheMode::kWriteThrough);
+  ASSERT_TRUE(WritePattern(rig_.engine(), 0, 16 * 1024, 1).ok());  // line 0 cached, line 1 not
+  AlignedBuffer buf(32 * 1024);
+  const uint64_t misses = rig_.engine().stats().read_misses;
+  ASSERT_TRUE(rig_.engine().Read(0, buf.data(), 32 * 1024).ok());
+  ASSERT_EQ(rig_.engine().stats().read_misses, misses + 4) << "line 1 missed";
+  const uint64_t before = RamHits();
+  AlignedBuffer line0(16 * 1024);
+  ASSERT_TRUE(rig_.engine().Read(0, line0.data(), 16 * 1024).ok());
+  EXPECT_EQ(RamHits() - before, 4u);
+}
+
 TEST_F(EngineRamTest, OffByDefault) {
   Create(CacheMode::kWriteThrough, 0);
   ASSERT_TRUE(WritePattern(rig_.engine(), 0, 64 * 1024, 1).ok());

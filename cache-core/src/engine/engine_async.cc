@@ -138,6 +138,7 @@ bool Engine::Impl::AllBlocksCached(AsyncHit& hit) {
   slots.FindEach(hit.segments.size(), [&hit](size_t i) { return hit.segments[i].line; }, hit.slots);
   for (size_t i = 0; i < hit.segments.size(); ++i) {
     const Segment& seg = hit.segments[i];
+    if (hit.InRam(i)) continue;
     if (hit.slots[i] == SlotTable::kNoSlot) return false;
     for (uint32_t b = seg.first_block(); b < seg.end_block(); ++b) {
       if (!(slots.Flags(hit.slots[i], b) & kValid)) return false;
@@ -147,7 +148,7 @@ bool Engine::Impl::AllBlocksCached(AsyncHit& hit) {
 }
 
 // One cache read per run of blocks contiguous both in the cache and in the
-// caller's buffer.
+// caller's buffer; none for what the RAM tier gave.
 void Engine::Impl::PlanHitReads(AsyncHit& hit) {
   hit.ios.clear();
   uint8_t* dst = hit.out;
@@ -155,9 +156,13 @@ void Engine::Impl::PlanHitReads(AsyncHit& hit) {
     const Segment& seg = hit.segments[i];
     uint64_t at = SlotOffset(hit.slots[i], seg.first_block());
     uint64_t bytes = uint64_t{seg.end_block() - seg.first_block()} * kBlockSize;
+    if (hit.InRam(i)) {
+      dst += bytes;
+      continue;
+    }
     if (!hit.ios.empty()) {
       IoRequest& last = hit.ios.back().request;
-      if (last.offset + last.length == at) {
+      if (last.offset + last.length == at && static_cast<uint8_t*>(last.buffer) + last.length == dst) {
         last.length += bytes;
         dst += bytes;
         continue;
@@ -246,7 +251,8 @@ Engine::Impl::ReadProof Engine::Impl::ProveReads(std::span<const AsyncIo> ios,
 }
 
 void Engine::Impl::FinishReadHit(AsyncHit& hit) {
-  ReadProof proof = ProveReads(hit.ios, nullptr, hit.segments, hit.slots, nullptr, hit.out);
+  const std::vector<uint8_t>* from_cache = hit.ram_blocks > 0 ? &hit.from_cache : nullptr;
+  ReadProof proof = ProveReads(hit.ios, nullptr, hit.segments, hit.slots, from_cache, hit.out);
   if (proof.kind == ReadProof::kProven) FillRam(hit);  // the stripes still held: nothing changed it
   ReleaseStripes(hit.stripes, false);
   std::unique_ptr<AsyncHit> owned(&hit);
@@ -254,6 +260,7 @@ void Engine::Impl::FinishReadHit(AsyncHit& hit) {
   uint64_t offset = hit.offset, length = hit.length;
   uint8_t* out = hit.out;
   bool bypass = hit.bypass;
+  const uint64_t ram_blocks = hit.ram_blocks;
   async->hits.Give(std::move(owned));
   if (proof.kind == ReadProof::kFailed) {
     CountReads({length / kBlockSize, 0}, offset);  // a failed read is counted too
@@ -270,6 +277,7 @@ void Engine::Impl::FinishReadHit(AsyncHit& hit) {
     return RunOnReactor(again, nullptr);
   }
   CountReads({length / kBlockSize, 0}, offset);
+  LiveStats::Bump(stats.ram_hits, ram_blocks);
   Answer(done, Status::Ok());
 }
 

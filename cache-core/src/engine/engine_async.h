@@ -259,8 +259,15 @@ struct AsyncHit final : IoCompletion {
   std::vector<uint32_t> slots;
   std::vector<size_t> stripes;  // held shared, sorted
   std::vector<AsyncIo> ios;
+  // The RAM tier's share (engine_ram.cc): per segment, copied from it (empty
+  // with the tier off); the blocks copied; when some were, per block of
+  // the request, read from the cache instead.
+  std::vector<uint8_t> in_ram;
+  uint64_t ram_blocks = 0;
+  std::vector<uint8_t> from_cache;
   size_t pending = 0;
 
+  bool InRam(size_t segment) const { return !in_ram.empty() && in_ram[segment]; }
   void IoDone(AsyncIo&) override {
     if (--pending == 0) im->FinishReadHit(*this);
   }

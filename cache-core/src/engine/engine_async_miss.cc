@@ -124,6 +124,7 @@ void Engine::Impl::MissLanded(AsyncMiss& m) {
                                 : ProveReads(m.ios, &m.on_origin, m.segments, m.slots, &m.cached, m.out);
   if (proof.kind == ReadProof::kFailed) return FailMiss(m, std::move(proof.status));
   if (proof.kind == ReadProof::kRepair && StartRepair(m)) return;
+  if (proof.kind == ReadProof::kProven && !m.repairing) FillRam(m);  // its cached blocks, its lines held
   slots.NoteHits(m.slots);
   if (m.promote && (m.tally.misses > 0 || !m.repaired.empty()) && PlanPromotion(m)) {
     m.promoting = true;

@@ -167,9 +167,14 @@ struct Engine::Impl {
   void FinishReadHit(AsyncHit& hit);
   // The RAM tier's share (engine_ram.cc), its stripes held. Whether the
   // tier holds every block of the hit: copied out, counted and answered.
+  // Otherwise the segments it holds are copied, and the rest is for the
+  // cache to read (or the miss path, when the cache lacks some).
   bool ServedFromRam(AsyncHit& hit);
-  // A hit the cache proved: its blocks go into the tier.
+  void MarkReadFromCache(AsyncHit& hit);
+  // A hit the cache proved: its blocks go into the tier. A miss: those of
+  // its blocks it read from the cache, proven.
   void FillRam(const AsyncHit& hit);
+  void FillRam(const AsyncMiss& miss);
   // Before a request changes its lines (their stripes held exclusively):
   // the tier forgets every block it touches, even in part.
   void ForgetInRam(std::span<const Segment> segments);

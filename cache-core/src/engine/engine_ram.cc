@@ -6,12 +6,27 @@
 
 namespace cachecore {
 
+// Copies what the tier holds of the hit, a whole segment at a time; the
+// segments it lacks are read from the cache (hit.in_ram, hit.from_cache).
 bool Engine::Impl::ServedFromRam(AsyncHit& hit) {
+  hit.in_ram.clear();
+  hit.ram_blocks = 0;
   if (!ram.on()) return false;
+  hit.in_ram.assign(hit.segments.size(), 0);
   uint8_t* to = hit.out;
-  for (const Segment& seg : hit.segments) {
-    if (!ram.Read(seg.line, seg.first_block(), seg.end_block(), to)) return false;
-    to += uint64_t{seg.end_block() - seg.first_block()} * kBlockSize;
+  for (size_t i = 0; i < hit.segments.size(); ++i) {
+    const Segment& seg = hit.segments[i];
+    const uint32_t blocks = seg.end_block() - seg.first_block();
+    if (ram.Read(seg.line, seg.first_block(), seg.end_block(), to)) {
+      hit.in_ram[i] = 1;
+      hit.ram_blocks += blocks;
+    }
+    to += uint64_t{blocks} * kBlockSize;
+  }
+  const uint64_t blocks = hit.length / kBlockSize;
+  if (hit.ram_blocks < blocks) {
+    if (hit.ram_blocks > 0) MarkReadFromCache(hit);
+    return false;
   }
   // The cache's policy sees the hit too: a block hot in RAM stays cached
   // below it, where it goes when the tier lets go of it.
@@ -19,7 +34,6 @@ bool Engine::Impl::ServedFromRam(AsyncHit& hit) {
   slots.FindEach(hit.segments.size(), [&hit](size_t i) { return hit.segments[i].line; }, hit.slots);
   slots.NoteHits(hit.slots);
   ReleaseStripes(hit.stripes, false);
-  const uint64_t blocks = hit.length / kBlockSize;
   LiveStats::Bump(stats.ram_hits, blocks);
   CountReads({blocks, 0}, hit.offset);
   EngineCompletion* done = hit.done;
@@ -28,13 +42,41 @@ bool Engine::Impl::ServedFromRam(AsyncHit& hit) {
   return true;
 }
 
+void Engine::Impl::MarkReadFromCache(AsyncHit& hit) {
+  hit.from_cache.clear();
+  for (size_t i = 0; i < hit.segments.size(); ++i) {
+    const Segment& seg = hit.segments[i];
+    hit.from_cache.insert(hit.from_cache.end(), seg.end_block() - seg.first_block(), hit.InRam(i) ? 0 : 1);
+  }
+}
+
 void Engine::Impl::FillRam(const AsyncHit& hit) {
   if (!ram.on() || hit.bypass) return;  // a stream past the cutoff is no sign of heat
   ReachedStep("ram-1-filling");  // a test point: a write to these lines waits
   const uint8_t* from = hit.out;
-  for (const Segment& seg : hit.segments) {
-    ram.Fill(seg.line, seg.first_block(), seg.end_block(), from);
+  for (size_t i = 0; i < hit.segments.size(); ++i) {
+    const Segment& seg = hit.segments[i];
+    if (!hit.InRam(i)) ram.Fill(seg.line, seg.first_block(), seg.end_block(), from);
     from += uint64_t{seg.end_block() - seg.first_block()} * kBlockSize;
+  }
+}
+
+void Engine::Impl::FillRam(const AsyncMiss& miss) {
+  if (!ram.on() || miss.bypass) return;
+  ReachedStep("ram-1-filling");
+  size_t block = 0;  // among the request's blocks
+  for (const Segment& seg : miss.segments) {
+    // Each run of blocks read from the cache, in one fill.
+    for (uint32_t b = seg.first_block(); b < seg.end_block();) {
+      if (!miss.cached[block]) {
+        ++b, ++block;
+        continue;
+      }
+      const uint32_t first = b;
+      const uint8_t* from = miss.out + block * kBlockSize;
+      while (b < seg.end_block() && miss.cached[block]) ++b, ++block;
+      ram.Fill(seg.line, first, b, from);
+    }
   }
 }
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <memory>
 #include <queue>
 #include <thread>
 #include <unordered_map>
@@ -83,14 +84,66 @@ Result<Sample> ReadSample(const AdviseOptions& o) {
 }
 
 struct Counts {
-  uint64_t hits = 0, read_hits = 0, reads = 0;
+  uint64_t hits = 0, read_hits = 0, reads = 0, ram_hits = 0;
+};
+
+// The RAM tier above the simulated cache (engine/ram_tier.h), as one shard:
+// S3-FIFO over `frames` blocks, filled by reads the cache hit, forgotten by
+// writes.
+class RamLayer {
+ public:
+  RamLayer(const Sample& s, uint64_t frames)
+      : s_(s), frame_of_(frames == 0 ? 0 : s.block_of_id.size(), -1), id_in_frame_(frames), frames_(frames) {
+    if (frames_ == 0) return;
+    policy_ = NewS3FifoPolicy(static_cast<uint32_t>(frames_), /*promote_after=*/1,
+                              [this](uint32_t frame) { return s_.block_of_id[id_in_frame_[frame]]; });
+  }
+  bool Read(uint32_t id) {
+    if (frames_ == 0 || frame_of_[id] < 0) return false;
+    policy_->OnHit(static_cast<uint32_t>(frame_of_[id]));
+    return true;
+  }
+  void Fill(uint32_t id) {
+    if (frames_ == 0) return;
+    uint32_t frame;
+    if (!free_.empty()) {
+      frame = free_.back();
+      free_.pop_back();
+    } else if (used_ < frames_) {
+      frame = static_cast<uint32_t>(used_++);
+    } else {
+      frame = *policy_->PickVictim(s_.block_of_id[id], [](uint32_t) { return true; }, UINT64_MAX, UINT64_MAX);
+      policy_->OnRemove(frame);
+      frame_of_[id_in_frame_[frame]] = -1;
+    }
+    frame_of_[id] = static_cast<int32_t>(frame);
+    id_in_frame_[frame] = id;
+    policy_->OnInsert(frame, s_.block_of_id[id]);
+  }
+  void Forget(uint32_t id) {
+    if (frames_ == 0 || frame_of_[id] < 0) return;
+    const uint32_t frame = static_cast<uint32_t>(frame_of_[id]);
+    policy_->OnRemove(frame);
+    frame_of_[id] = -1;
+    free_.push_back(frame);
+  }
+
+ private:
+  const Sample& s_;
+  std::vector<int32_t> frame_of_;
+  std::vector<uint32_t> id_in_frame_, free_;
+  uint64_t frames_, used_ = 0;
+  std::unique_ptr<EvictionPolicy> policy_;
 };
 
 // The engine's policy at `lines` lines over the sample: a hit tells the
 // policy; a miss allocates (writes too, as in write-back), evicting the
-// policy's victim when full.
-Counts Simulate(const Sample& s, uint64_t lines, PolicyKind kind, uint32_t promote_after) {
+// policy's victim when full. With `ram_frames`, a RAM tier above it serves
+// the reads it holds (the cache's policy sees them as hits too, as the
+// engine's does).
+Counts Simulate(const Sample& s, uint64_t lines, PolicyKind kind, uint32_t promote_after, uint64_t ram_frames) {
   Counts c;
+  RamLayer ram(s, ram_frames);
   std::vector<int32_t> slot_of(s.block_of_id.size(), -1);
   std::vector<uint32_t> id_in_slot(lines);
   auto policy = NewEvictionPolicy(kind, static_cast<uint32_t>(lines), promote_after,
@@ -101,10 +154,19 @@ Counts Simulate(const Sample& s, uint64_t lines, PolicyKind kind, uint32_t promo
     uint32_t id = a & ~kWriteBit;
     bool read = !(a & kWriteBit);
     c.reads += read;
+    const bool ram_hit = read && ram.Read(id);
+    c.ram_hits += ram_hit;
+    if (!read) ram.Forget(id);
     if (slot_of[id] >= 0) {
       policy->OnHit(static_cast<uint32_t>(slot_of[id]));
       ++c.hits;
       c.read_hits += read;
+      if (read && !ram_hit) ram.Fill(id);
+      continue;
+    }
+    if (ram_hit) {  // the cache let go of it, the RAM tier still has it
+      ++c.hits;
+      ++c.read_hits;
       continue;
     }
     uint32_t slot = used;
@@ -141,12 +203,14 @@ Result<AdviseResult> AdviseCacheSize(const AdviseOptions& o) {
     for (uint32_t pct = next++; pct <= 100; pct = next++) {
       uint64_t lines = result.footprint_blocks * pct / 100;
       uint64_t sampled = std::llround(lines * result.sampling_rate);
-      Counts c = sampled > 0 ? Simulate(s, sampled, o.policy, o.promote_after_hits) : Counts{};  // no cache: no hits
+      const uint64_t ram_frames = std::llround(o.ram_cache_bytes / kBlock * result.sampling_rate);
+      Counts c = sampled > 0 ? Simulate(s, sampled, o.policy, o.promote_after_hits, ram_frames) : Counts{};  // no cache: no hits
       CurvePoint& p = result.curve[pct - 1];
       p.size_pct = pct;
       p.cache_bytes = lines * kBlock;
       p.hit_ratio = static_cast<double>(c.hits) / s.accesses.size();
       p.read_hit_ratio = c.reads ? static_cast<double>(c.read_hits) / c.reads : 0;
+      p.ram_hit_ratio = c.reads ? static_cast<double>(c.ram_hits) / c.reads : 0;
     }
   };
   std::vector<std::thread> threads(std::max(1u, std::min(4u, std::thread::hardware_concurrency())));

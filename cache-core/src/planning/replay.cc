@@ -92,6 +92,7 @@ Result<ReplayResult> ReplayTrace(const ReplayOptions& o) {
   config.sequential_cutoff = o.sequential_cutoff;
   config.policy = o.policy;
   config.promote_after_hits = o.promote_after_hits;
+  config.ram_cache_bytes = o.ram_cache_bytes;
   config.background_cleaner = false;  // the run is deterministic
   ReplayResult result;
   {

@@ -28,6 +28,10 @@ struct AdviseOptions {
   PolicyKind policy = PolicyKind::kAdaptive;  // the policy simulated (EngineConfig's)
   uint32_t promote_after_hits = 1;          // S3-FIFO's setting (EngineConfig)
   double target_share = 0.9;              // of the achievable hit ratio, for the recommendation
+  // A RAM tier of this size above the cache at every point (0: none): the
+  // two-level cache's curve. It is simulated as the engine runs it: filled
+  // by reads that hit the cache, forgotten by writes, S3-FIFO.
+  uint64_t ram_cache_bytes = 0;
 };
 
 struct CurvePoint {
@@ -35,6 +39,7 @@ struct CurvePoint {
   uint64_t cache_bytes = 0;
   double hit_ratio = 0;       // hits / 4 KiB block accesses (reads and writes)
   double read_hit_ratio = 0;  // read hits / read block accesses (0 without reads)
+  double ram_hit_ratio = 0;   // reads served by the RAM tier / read block accesses (a share of read_hit_ratio)
 };
 
 struct AdviseResult {

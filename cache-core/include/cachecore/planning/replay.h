@@ -36,6 +36,7 @@ struct ReplayOptions {
   uint64_t sequential_cutoff = 0;  // off: the reference simulators have none
   PolicyKind policy = PolicyKind::kAdaptive;  // the engine's default
   uint32_t promote_after_hits = 1;          // S3-FIFO's (1: T2, 0: T1), the engine's default
+  uint64_t ram_cache_bytes = 0;             // a RAM tier above the cache (EngineConfig's), 0: none
 };
 
 struct ReplayResult {

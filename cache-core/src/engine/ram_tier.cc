@@ -112,7 +112,9 @@ RamTier::RamTier(uint32_t blocks_per_line) : blocks_per_line_(blocks_per_line) {
 
 RamTier::~RamTier() = default;
 
-RamTier::Shard& RamTier::ShardOf(uint64_t line) const { return *shards_[Mix64(line) % kShards]; }
+// By block, not by line: a line of 1 MiB would otherwise fill 256 frames
+// of one shard while others stand empty.
+RamTier::Shard& RamTier::ShardOf(uint64_t key) const { return *shards_[Mix64(key) % kShards]; }
 
 void RamTier::Resize(uint64_t bytes) {
   const uint64_t per_shard = bytes / kShards / kBlock;
@@ -130,10 +132,11 @@ void RamTier::Resize(uint64_t bytes) {
 
 bool RamTier::Read(uint64_t line, uint32_t first, uint32_t end, uint8_t* out) {
   if (!on()) return false;
-  Shard& shard = ShardOf(line);
-  MutexLock lock(shard.mu);
-  for (uint32_t b = first; b < end; ++b, out += kBlock) {
-    const size_t at = shard.Find(line * blocks_per_line_ + b);
+  for (uint64_t key = line * blocks_per_line_ + first, last = line * blocks_per_line_ + end; key < last;
+       ++key, out += kBlock) {
+    Shard& shard = ShardOf(key);
+    MutexLock lock(shard.mu);
+    const size_t at = shard.Find(key);
     if (at == SIZE_MAX) return false;
     const uint32_t frame = shard.table[at] - 1;
     std::memcpy(out, shard.Frame(frame), kBlock);
@@ -144,22 +147,21 @@ bool RamTier::Read(uint64_t line, uint32_t first, uint32_t end, uint8_t* out) {
 
 void RamTier::Fill(uint64_t line, uint32_t first, uint32_t end, const uint8_t* data) {
   if (!on()) return;
-  Shard& shard = ShardOf(line);
-  MutexLock lock(shard.mu);
-  if (shard.capacity == 0) return;
-  for (uint32_t b = first; b < end; ++b, data += kBlock) {
-    const uint64_t key = line * blocks_per_line_ + b;
-    if (shard.Find(key) == SIZE_MAX) shard.Insert(key, data);
+  for (uint64_t key = line * blocks_per_line_ + first, last = line * blocks_per_line_ + end; key < last;
+       ++key, data += kBlock) {
+    Shard& shard = ShardOf(key);
+    MutexLock lock(shard.mu);
+    if (shard.capacity != 0 && shard.Find(key) == SIZE_MAX) shard.Insert(key, data);
   }
 }
 
 void RamTier::Forget(uint64_t line, uint32_t first, uint32_t end) {
   if (!on()) return;
-  Shard& shard = ShardOf(line);
-  MutexLock lock(shard.mu);
-  if (shard.held == 0) return;
-  for (uint32_t b = first; b < end; ++b) {
-    const size_t at = shard.Find(line * blocks_per_line_ + b);
+  for (uint64_t key = line * blocks_per_line_ + first, last = line * blocks_per_line_ + end; key < last; ++key) {
+    Shard& shard = ShardOf(key);
+    MutexLock lock(shard.mu);
+    if (shard.held == 0) continue;
+    const size_t at = shard.Find(key);
     if (at != SIZE_MAX) shard.Erase(at);
   }
 }

@@ -7,8 +7,9 @@
 // read while its line's stripe is held (shared at least), and forgotten
 // while it is held exclusively by the request that changes the line, so a
 // fill can never put back a copy older than a write. The tier's own
-// mutexes (one per shard, by line) only keep its maps whole; none is held
-// across I/O or while taking another.
+// mutexes (one per shard) only keep its maps whole; none is held
+// across I/O or while taking another. Blocks are spread over the shards
+// one by one, so a read of several takes each one's shard in turn.
 //
 // Eviction is S3-FIFO per shard (the engine's policy family): one-hit
 // blocks leave from the small queue, so a scan of cached data passes
@@ -72,7 +73,7 @@ class RamTier {
 
  private:
   struct Shard;
-  Shard& ShardOf(uint64_t line) const;
+  Shard& ShardOf(uint64_t key) const;  // by line-space block
 
   const uint32_t blocks_per_line_;
   Mutex resize_mu_;

@@ -63,6 +63,10 @@ enc = r["encryption"]
 if set(enc["profiles"]) != {"4k-randread", "4k-randwrite", "64k-seqread", "64k-seqwrite", "sql-8k-70r30w"} or not all(
         row[c]["iops"] > 0 for row in enc["profiles"].values() for c in ("plain", "encrypted")):
     fail(f"encryption section: {enc}")
+ram = r["ram"]
+ram_points = {(p["workload"], p["config"]) for p in r["points"] if p["workload"].startswith("ram-") and p["iops"] > 0}
+if ram["ram_hits"] <= 0 or len(ram_points) != 9:
+    fail(f"ram section: {ram}, points {sorted(ram_points)}")
 for plot in ("latency-4k-randread.png", "latency-sql-8k-70r30w.png", "pressure.png"):
     if open(f"{w}/plots/{plot}", "rb").read(8) != b"\x89PNG\r\n\x1a\n":
         fail(f"{plot} is not a PNG")
@@ -70,7 +74,7 @@ report = open(f"{w}/report.md").read()
 for heading in ("### Seed profiles", "### IOMeter", "### Latency against load", "### Flush",
                 "### Write-back under pressure",
                 "### The hit path", "### Metadata", "### Scale", "### Policy", "### NBD over TLS",
-                "### One SSD for two volumes", "### Encryption at rest"):
+                "### One SSD for two volumes", "### Encryption at rest", "### The RAM tier"):
     if heading not in report:
         fail(f"the report has no '{heading}'")
 print("bench smoke: every section ran; results, plots and report complete")

@@ -50,9 +50,10 @@ import bench_report
 import bench_tls
 import bench_volumes
 import bench_encryption
+import bench_ram
 
 SECTIONS = ("randread", "profiles", "iometer", "latency", "flush", "pressure", "hit", "metadata", "policy", "tls",
-            "volumes", "encryption")
+            "volumes", "encryption", "ram")
 HERE = os.path.dirname(os.path.abspath(__file__))
 TRACES = os.path.join(HERE, "..", "..", "..", "shared", "traces")
 
@@ -140,7 +141,7 @@ class Bench:
 
     def servers(self, config):
         """The processes whose CPU a point of `config` counts (bench_lib.Servers)."""
-        if config in ("cachectl", "cachectl-wt"):  # the daemon writes its id once it serves
+        if config in ("cachectl", "cachectl-wt", "cachectl-ram"):  # the daemon writes its id once it serves
             with open(f"{self.w}/run/bench/pid") as f:
                 daemon = int(f.read())
         else:
@@ -268,6 +269,9 @@ class Bench:
 
     def encryption(self):
         bench_encryption.encryption(self, log)
+
+    def ram(self):
+        bench_ram.ram(self, log, log_point)
 
     def hit(self):
         log("== the hit path, against the limit")

@@ -6,6 +6,7 @@ import bench_pressure
 import bench_tls
 import bench_volumes
 import bench_encryption
+import bench_ram
 
 QNAP = {"4k-randread": "27.8x", "4k-randwrite": "93x", "64k-seqread": "2.2x", "64k-seqwrite": "3.4x"}
 CONFIGS = ("uncached", "cachectl", "nbdkit-cache")
@@ -385,6 +386,7 @@ def report(results, plots):
     lines += metadata_lines(results) + policy_table(results) + bench_tls.report_lines(results)
     lines += bench_volumes.report_lines(results)
     lines += bench_encryption.report_lines(results)
+    lines += bench_ram.report_lines(results)
     return "\n".join(lines)
 
 

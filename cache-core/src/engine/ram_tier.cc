@@ -1,7 +1,10 @@
 #include "engine/ram_tier.h"
 
+#include <sys/mman.h>
+
 #include <algorithm>
 #include <bit>
+#include <cstdlib>
 #include <cstring>
 #include <optional>
 
@@ -10,18 +13,45 @@
 namespace cachecore {
 
 namespace {
+
 constexpr uint64_t kNoKey = UINT64_MAX;
-constexpr uint32_t kEmpty = 0;  // a table entry holds its frame + 1
+constexpr uint32_t kNoFrame = UINT32_MAX;
+constexpr uint64_t kHugePage = 2 << 20;
+
+// The frames' memory: untouched until a block is copied in, in huge pages
+// where the kernel gives them for the asking (Debian's default: madvise).
+// A read from RAM touches a new page per block; with 4 KiB pages each costs
+// a TLB miss and a page walk. Only whole huge pages inside the arena are
+// asked for, so the memory taken never passes the arena's size.
+struct ArenaDeleter {
+  void operator()(uint8_t* p) const { std::free(p); }
+};
+using Arena = std::unique_ptr<uint8_t, ArenaDeleter>;
+
+Arena NewArena(uint64_t bytes) {
+  void* p = nullptr;
+  if (posix_memalign(&p, kHugePage, bytes) != 0) return nullptr;
+  if (const uint64_t huge = bytes / kHugePage * kHugePage; huge > 0) {
+    (void)madvise(p, huge, MADV_HUGEPAGE);  // a hint: without it, 4 KiB pages
+  }
+  return Arena(static_cast<uint8_t*>(p));
+}
+
 }  // namespace
 
 // One shard: frames of 4 KiB, the key (line-space block) of each, an
-// open-addressed table from key to frame (linear probing, deletion by
+// open-addressed table of (key, frame) (linear probing, deletion by
 // backward shift: no allocation per block), and the frames' policy.
 struct RamTier::Shard {
+  struct Entry {
+    uint64_t key = kNoKey;
+    uint32_t frame = kNoFrame;
+  };
+
   mutable Mutex mu;
-  std::unique_ptr<uint8_t[]> frames GUARDED_BY(mu);  // untouched until handed out
-  std::vector<uint64_t> key_of GUARDED_BY(mu);
-  std::vector<uint32_t> table GUARDED_BY(mu);
+  Arena frames GUARDED_BY(mu);
+  std::vector<uint64_t> key_of GUARDED_BY(mu);  // per frame, for the policy
+  std::vector<Entry> table GUARDED_BY(mu);
   std::vector<uint32_t> free GUARDED_BY(mu);  // frames given back
   uint32_t capacity GUARDED_BY(mu) = 0;
   uint32_t fresh GUARDED_BY(mu) = 0;  // frames below this were handed out once
@@ -37,9 +67,13 @@ struct RamTier::Shard {
     std::vector<uint64_t>(capacity, kNoKey).swap(key_of);
     std::vector<uint32_t>().swap(free);
     free.reserve(capacity);  // no allocation when blocks are forgotten
-    std::vector<uint32_t>(capacity == 0 ? 0 : std::bit_ceil(uint64_t{capacity} * 2), kEmpty).swap(table);
+    std::vector<Entry>(capacity == 0 ? 0 : std::bit_ceil(uint64_t{capacity} * 2)).swap(table);
     if (capacity == 0) return;
-    frames.reset(new uint8_t[uint64_t{capacity} * kBlock]);  // not zeroed: the pages stay untouched
+    frames = NewArena(uint64_t{capacity} * kBlock);
+    if (!frames) {  // no memory for it: the shard stays empty
+      capacity = 0;
+      return;
+    }
     // The key_of lambda runs under `mu` (PickVictim is called with it held).
     policy = NewS3FifoPolicy(capacity, /*promote_after=*/1,
                              [this](uint32_t frame) NO_THREAD_SAFETY_ANALYSIS { return key_of[frame]; });
@@ -52,29 +86,29 @@ struct RamTier::Shard {
   size_t Find(uint64_t key) const REQUIRES(mu) {
     if (capacity == 0) return SIZE_MAX;
     for (size_t i = Home(key);; i = (i + 1) & Mask()) {
-      if (table[i] == kEmpty) return SIZE_MAX;
-      if (key_of[table[i] - 1] == key) return i;
+      if (table[i].frame == kNoFrame) return SIZE_MAX;
+      if (table[i].key == key) return i;
     }
   }
 
   uint8_t* Frame(uint32_t frame) REQUIRES(mu) { return frames.get() + uint64_t{frame} * kBlock; }
 
   void Erase(size_t at) REQUIRES(mu) {
-    const uint32_t frame = table[at] - 1;
+    const uint32_t frame = table[at].frame;
     policy->OnRemove(frame);
     key_of[frame] = kNoKey;
     free.push_back(frame);
     --held;
     // Backward shift: entries after the hole that could sit in it move up.
     size_t hole = at;
-    for (size_t j = (hole + 1) & Mask(); table[j] != kEmpty; j = (j + 1) & Mask()) {
-      const size_t home = Home(key_of[table[j] - 1]);
+    for (size_t j = (hole + 1) & Mask(); table[j].frame != kNoFrame; j = (j + 1) & Mask()) {
+      const size_t home = Home(table[j].key);
       const bool movable = hole <= j ? (home <= hole || home > j) : (home <= hole && home > j);
       if (!movable) continue;
       table[hole] = table[j];
       hole = j;
     }
-    table[hole] = kEmpty;
+    table[hole] = Entry{};
   }
 
   // A frame for a new block: never handed out, given back, or the
@@ -99,8 +133,8 @@ struct RamTier::Shard {
     std::memcpy(Frame(frame), data, kBlock);
     key_of[frame] = key;
     size_t i = Home(key);
-    while (table[i] != kEmpty) i = (i + 1) & Mask();
-    table[i] = frame + 1;
+    while (table[i].frame != kNoFrame) i = (i + 1) & Mask();
+    table[i] = {key, frame};
     ++held;
     policy->OnInsert(frame, key);
   }
@@ -112,58 +146,95 @@ RamTier::RamTier(uint32_t blocks_per_line) : blocks_per_line_(blocks_per_line) {
 
 RamTier::~RamTier() = default;
 
-// By block, not by line: a line of 1 MiB would otherwise fill 256 frames
-// of one shard while others stand empty.
-RamTier::Shard& RamTier::ShardOf(uint64_t key) const { return *shards_[Mix64(key) % kShards]; }
+void RamTier::LockEveryShard() const NO_THREAD_SAFETY_ANALYSIS {
+  for (const auto& shard : shards_) shard->mu.lock();
+}
+
+void RamTier::UnlockEveryShard() const NO_THREAD_SAFETY_ANALYSIS {
+  for (const auto& shard : shards_) shard->mu.unlock();
+}
 
 void RamTier::Resize(uint64_t bytes) {
-  const uint64_t per_shard = bytes / kShards / kBlock;
-  const uint32_t frames = static_cast<uint32_t>(std::min<uint64_t>(per_shard, UINT32_MAX / 2));
+  const uint32_t count = static_cast<uint32_t>(std::clamp<uint64_t>(bytes / kShardBytes, 1, kShards));
+  const uint32_t frames = static_cast<uint32_t>(std::min<uint64_t>(bytes / count / kBlock, UINT32_MAX / 2));
   MutexLock resizing(resize_mu_);
+  LockEveryShard();  // no block moves while the shards change
   if (frames > 0) active_.store(true);  // before any shard can take a block
-  capacity_bytes_.store(0, std::memory_order_relaxed);
-  for (auto& shard : shards_) {
-    MutexLock lock(shard->mu);
-    shard->Reset(frames);
+  for (uint32_t i = 0; i < kShards; ++i) {
+    Shard& shard = *shards_[i];
+    shard.mu.AssertHeld();
+    shard.Reset(i < count ? frames : 0);
   }
-  capacity_bytes_.store(uint64_t{frames} * kShards * kBlock, std::memory_order_relaxed);
+  shard_count_.store(count);
+  capacity_bytes_.store(uint64_t{frames} * count * kBlock, std::memory_order_relaxed);
   if (frames == 0) active_.store(false);  // every shard empty, and none can take a block
+  UnlockEveryShard();
+}
+
+template <typename Fn>
+void RamTier::ForEachRun(uint64_t key, uint64_t end, Fn fn) const {
+  while (key < end) {
+    const uint64_t run_end = std::min(end, (key / kGroup + 1) * kGroup);
+    for (;;) {
+      const uint32_t count = shard_count_.load();
+      Shard& shard = *shards_[Mix64(key / kGroup) % count];
+      MutexLock lock(shard.mu);
+      if (shard_count_.load() != count) continue;  // resized since: another shard now
+      if (!fn(shard, key, run_end)) return;
+      break;
+    }
+    key = run_end;
+  }
 }
 
 bool RamTier::Read(uint64_t line, uint32_t first, uint32_t end, uint8_t* out) {
   if (!on()) return false;
-  for (uint64_t key = line * blocks_per_line_ + first, last = line * blocks_per_line_ + end; key < last;
-       ++key, out += kBlock) {
-    Shard& shard = ShardOf(key);
-    MutexLock lock(shard.mu);
-    const size_t at = shard.Find(key);
-    if (at == SIZE_MAX) return false;
-    const uint32_t frame = shard.table[at] - 1;
-    std::memcpy(out, shard.Frame(frame), kBlock);
-    shard.policy->OnHit(frame);
-  }
-  return true;
+  bool all = true;
+  const uint64_t base = line * blocks_per_line_;
+  ForEachRun(base + first, base + end, [&](Shard& shard, uint64_t key, uint64_t run_end) {
+    shard.mu.AssertHeld();
+    // Every frame first, each prefetched, then the copies: the frames'
+    // misses overlap instead of each stalling its copy.
+    uint32_t frames[kGroup];
+    for (uint64_t k = key; k < run_end; ++k) {
+      const size_t at = shard.Find(k);
+      if (at == SIZE_MAX) return all = false;
+      frames[k - key] = shard.table[at].frame;
+      __builtin_prefetch(shard.Frame(frames[k - key]));
+    }
+    for (uint64_t k = key; k < run_end; ++k) {
+      std::memcpy(out + (k - base - first) * kBlock, shard.Frame(frames[k - key]), kBlock);
+      shard.policy->OnHit(frames[k - key]);
+    }
+    return true;
+  });
+  return all;
 }
 
 void RamTier::Fill(uint64_t line, uint32_t first, uint32_t end, const uint8_t* data) {
   if (!on()) return;
-  for (uint64_t key = line * blocks_per_line_ + first, last = line * blocks_per_line_ + end; key < last;
-       ++key, data += kBlock) {
-    Shard& shard = ShardOf(key);
-    MutexLock lock(shard.mu);
-    if (shard.capacity != 0 && shard.Find(key) == SIZE_MAX) shard.Insert(key, data);
-  }
+  const uint64_t base = line * blocks_per_line_;
+  ForEachRun(base + first, base + end, [&](Shard& shard, uint64_t key, uint64_t run_end) {
+    shard.mu.AssertHeld();
+    if (shard.capacity == 0) return true;
+    for (uint64_t k = key; k < run_end; ++k) {
+      if (shard.Find(k) == SIZE_MAX) shard.Insert(k, data + (k - base - first) * kBlock);
+    }
+    return true;
+  });
 }
 
 void RamTier::Forget(uint64_t line, uint32_t first, uint32_t end) {
   if (!on()) return;
-  for (uint64_t key = line * blocks_per_line_ + first, last = line * blocks_per_line_ + end; key < last; ++key) {
-    Shard& shard = ShardOf(key);
-    MutexLock lock(shard.mu);
-    if (shard.held == 0) continue;
-    const size_t at = shard.Find(key);
-    if (at != SIZE_MAX) shard.Erase(at);
-  }
+  const uint64_t base = line * blocks_per_line_;
+  ForEachRun(base + first, base + end, [&](Shard& shard, uint64_t key, uint64_t run_end) {
+    shard.mu.AssertHeld();
+    for (uint64_t k = key; k < run_end && shard.held > 0; ++k) {
+      const size_t at = shard.Find(k);
+      if (at != SIZE_MAX) shard.Erase(at);
+    }
+    return true;
+  });
 }
 
 void RamTier::ForgetLines(uint64_t first, uint64_t end) {
@@ -191,8 +262,11 @@ size_t RamTier::MemoryBytes() const {
   size_t bytes = 0;
   for (const auto& shard : shards_) {
     MutexLock lock(shard->mu);
-    bytes += sizeof(Shard) + uint64_t{shard->fresh} * kBlock + shard->key_of.capacity() * sizeof(uint64_t) +
-             shard->table.capacity() * sizeof(uint32_t) + shard->free.capacity() * sizeof(uint32_t);
+    // The frames handed out, in the huge pages they touched.
+    const uint64_t arena = uint64_t{shard->capacity} * kBlock;
+    const uint64_t touched = (uint64_t{shard->fresh} * kBlock + kHugePage - 1) / kHugePage * kHugePage;
+    bytes += sizeof(Shard) + std::min(arena, touched) + shard->key_of.capacity() * sizeof(uint64_t) +
+             shard->table.capacity() * sizeof(Shard::Entry) + shard->free.capacity() * sizeof(uint32_t);
     if (shard->policy) bytes += shard->policy->MemoryBytes();
   }
   return bytes;

@@ -8,8 +8,7 @@
 // while it is held exclusively by the request that changes the line, so a
 // fill can never put back a copy older than a write. The tier's own
 // mutexes (one per shard) only keep its maps whole; none is held
-// across I/O or while taking another. Blocks are spread over the shards
-// one by one, so a read of several takes each one's shard in turn.
+// across I/O or while taking another.
 //
 // Eviction is S3-FIFO per shard (the engine's policy family): one-hit
 // blocks leave from the small queue, so a scan of cached data passes
@@ -29,10 +28,18 @@ namespace cachecore {
 
 class RamTier {
  public:
+  // At most this many shards, each of at least kShardBytes: a tier of
+  // 4 MiB is one shard, of 256 MiB or more 64 (fewer shards of a small tier
+  // keep each with many groups, so that none fills while others are empty).
   static constexpr uint32_t kShards = 64;
+  static constexpr uint64_t kShardBytes = 4 << 20;
   static constexpr uint64_t kBlock = 4096;
-  // The smallest tier: 16 blocks a shard (4 MiB).
-  static constexpr uint64_t kMinBytes = kShards * 16 * kBlock;
+  // Blocks go to the shards in groups of this many (64 KiB): a read of a
+  // group takes one shard's lock, and a line of 1 MiB still spreads over
+  // 16 shards rather than filling one while others stand empty.
+  static constexpr uint64_t kGroup = 16;
+  // The smallest tier: one shard.
+  static constexpr uint64_t kMinBytes = kShardBytes;
 
   explicit RamTier(uint32_t blocks_per_line);
   ~RamTier();
@@ -73,12 +80,20 @@ class RamTier {
 
  private:
   struct Shard;
-  Shard& ShardOf(uint64_t key) const;  // by line-space block
+  // Runs fn(shard, key, run_end) for each run of [key, end) within one
+  // group (line-space blocks), its shard's lock held, while fn returns
+  // true. The shard is the group's under the shard count in force, which
+  // Resize changes only while it holds every shard's lock.
+  template <typename Fn>
+  void ForEachRun(uint64_t key, uint64_t end, Fn fn) const;
+  void LockEveryShard() const;
+  void UnlockEveryShard() const;
 
   const uint32_t blocks_per_line_;
   Mutex resize_mu_;
   std::atomic<bool> active_{false};
   std::atomic<uint64_t> capacity_bytes_{0};
+  std::atomic<uint32_t> shard_count_{1};
   std::array<std::unique_ptr<Shard>, kShards> shards_;
 };
 

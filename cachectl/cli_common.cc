@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <iostream>
 
+#include "cache_checks.h"
 #include "cachecore/engine/engine.h"
 #include "commands.h"
 #include "control.h"
@@ -14,6 +15,14 @@ namespace cachectl {
 
 namespace po = boost::program_options;
 
+cachecore::Status CheckRamCacheFits(uint64_t bytes) {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  const uint64_t memory = pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
+  if (memory == 0 || bytes <= memory / 4 * 3) return cachecore::Status::Ok();
+  return cachecore::Status::InvalidArgument("a RAM tier of " + HumanBytes(bytes) + " is more than three quarters of this host's " +
+                                            HumanBytes(memory) + " of memory");
+}
+
 cachecore::Result<uint64_t> ParseRamCache(const std::string& text) {
   if (text == "off") return uint64_t{0};
   cachecore::Result<uint64_t> bytes = cachecore::ParseSize(text);
@@ -21,11 +30,8 @@ cachecore::Result<uint64_t> ParseRamCache(const std::string& text) {
   if (bytes.value() != 0 && bytes.value() < cachecore::kMinRamCacheBytes) {
     return cachecore::Status::InvalidArgument("--ram-cache " + text + ": a RAM tier needs at least 4M (or off)");
   }
-  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
-  const uint64_t memory = pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
-  if (memory != 0 && bytes.value() > memory / 4 * 3) {
-    return cachecore::Status::InvalidArgument("--ram-cache " + text + ": more than three quarters of this host's " +
-                                              HumanBytes(memory) + " of memory");
+  if (cachecore::Status fits = CheckRamCacheFits(bytes.value()); !fits.ok()) {
+    return cachecore::Status::InvalidArgument("--ram-cache " + text + ": " + fits.message());
   }
   return bytes.value();
 }

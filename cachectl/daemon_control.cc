@@ -2,10 +2,11 @@
 
 #include <cstdio>
 #include <cstdlib>
-
-#include "daemon_volumes.h"
-#include <set>
 #include <memory>
+#include <set>
+
+#include "cache_checks.h"
+#include "daemon_volumes.h"
 
 namespace cachectl {
 
@@ -165,7 +166,10 @@ Status ApplyTunables(Engine& e, const SetRequest& r) {
                                             r.cleaner_batch_lines.value_or(now.cleaner_batch_lines)}));
   }
   if (r.seq_cutoff_bytes) CACHECORE_RETURN_IF_ERROR(e.SetSequentialCutoff(*r.seq_cutoff_bytes));
-  if (r.ram_cache_bytes) CACHECORE_RETURN_IF_ERROR(e.SetRamCache(*r.ram_cache_bytes));
+  if (r.ram_cache_bytes) {
+    CACHECORE_RETURN_IF_ERROR(CheckRamCacheFits(*r.ram_cache_bytes));  // a client other than ours may ask
+    CACHECORE_RETURN_IF_ERROR(e.SetRamCache(*r.ram_cache_bytes));
+  }
   if (r.placement_window || r.placement_rate_bytes) {
     PlacementSettings p = e.placement();
     if (r.placement_window) p.window = *r.placement_window;

@@ -156,7 +156,9 @@ Engine::Impl::Impl(const EngineDevices& devices, const EngineConfig& cfg, const 
       slots(capacity, blocks_per_line, id, LineSpaceOf(placed), cfg.policy, cfg.promote_after_hits, stats),
       ram(blocks_per_line), pin_limit_lines(uint64_t{capacity} * kPinLimitPct / 100),
       heat(LineSpaceOf(placed), id.line_size) {
-  if (CheckRamCache(cfg.ram_cache_bytes).ok()) ram.Resize(cfg.ram_cache_bytes);
+  // A saved size this host's memory cannot hold (the cache moved): the
+  // tier stays off, and stats say so.
+  if (CheckRamCache(cfg.ram_cache_bytes).ok()) (void)ram.Resize(cfg.ram_cache_bytes);
   MutexLock lock(volume_mu);  // nothing runs yet; for the analysis
   for (const PlacedVolume& p : placed) {
     LiveVolume* v = volumes.Publish(p.record.id, p.record.base, p.origin);
@@ -230,6 +232,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(const EngineDevices& d, const Eng
   id.origin_size = d.origin->size_bytes();
   id.origin_identity = d.origin->identity();
   id.line_size = cfg.line_size;
+  CACHECORE_RETURN_IF_ERROR(CheckRamCache(cfg.ram_cache_bytes));
   if (cfg.overprovision_pct > 90) {
     return Status::InvalidArgument("over-provisioning of " + std::to_string(cfg.overprovision_pct) +
                                    " % leaves too little for a cache (at most 90 %)");
@@ -520,8 +523,12 @@ Status Engine::SetSequentialCutoff(uint64_t bytes) {
 Status Engine::SetRamCache(uint64_t bytes) {
   CACHECORE_RETURN_IF_ERROR(CheckRamCache(bytes));
   MutexLock lock(impl_->ram_settings_mu);  // the tier and the store agree
-  impl_->ram.Resize(bytes);
-  return impl_->dev.metadata->PutConfig(kRamCacheKey, std::to_string(bytes), true);
+  const uint64_t before = impl_->ram.capacity_bytes();
+  MetadataStore* store = impl_->dev.metadata;
+  CACHECORE_RETURN_IF_ERROR(store->PutConfig(kRamCacheKey, std::to_string(bytes), true));
+  if (impl_->ram.Resize(bytes)) return Status::Ok();
+  (void)store->PutConfig(kRamCacheKey, std::to_string(before), true);  // the tier is as it was
+  return Status::NoSpace("not enough memory for a RAM tier of " + std::to_string(bytes >> 20) + " MiB");
 }
 
 StatsSnapshot Engine::stats() const {

@@ -537,6 +537,7 @@ struct Engine::Impl {
   // The volume named `name`; kNotFound. It stays while manage_mu is held.
   Result<const LiveVolume*> FindLiveVolume(const std::string& name) REQUIRES(manage_mu) EXCLUDES(volume_mu);
   Status DropVolumeLines(const LiveVolume& v);
+  Status DropCachedLines(uint64_t first, uint64_t end);  // DropVolumeLines's lines, without the sync
   // One clean line out of the cache, its record's delete in `batch` (its
   // stripe taken here); kBusy for a dirty line or one being cleaned.
   Status DropLine(uint64_t line, RecordBatch& batch);

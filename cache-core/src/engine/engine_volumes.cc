@@ -142,6 +142,10 @@ Result<VolumeInfo> Engine::AddVolume(const std::string& name, BlockDevice* origi
   // The map covers the new range before any request can reach it (a
   // write-back write marks its region dirty).
   im.slots.ResizeDirtyMap(im.identity, std::max(base + size, im.volumes.size_bytes()));
+  // Nothing of a volume that had this range before stays in RAM (a request
+  // it took before its removal may have filled the tier after the last
+  // forget).
+  im.ram.ForgetLines(base / im.line_size, (base + size + im.line_size - 1) / im.line_size);
   LiveVolume* live = im.volumes.Publish(id, base, origin);
   CACHECORE_RETURN_IF_ERROR(im.PersistLineSpace());
   ReachedStep("add-2-line-space-saved");
@@ -155,9 +159,19 @@ Status Engine::Impl::CleanVolume(const LiveVolume& v, const FlushProgress& progr
 
 // Every cached line of the volume leaves the cache, its record deleted,
 // then a sync makes the deletes durable. A line dirty again (a request the
-// caller did not stop) stops it: kBusy, nothing of that line lost.
+// caller did not stop) stops it: kBusy, nothing of that line lost. The RAM
+// tier forgets the volume's range either way: it may hold blocks of lines
+// the cache let go of earlier, or of lines dropped before the stop (a
+// read fills the tier only from a line still cached, under its stripe).
 Status Engine::Impl::DropVolumeLines(const LiveVolume& v) {
   const auto [first, end] = VolumeLines(v);
+  Status dropped = DropCachedLines(first, end);
+  ram.ForgetLines(first, end);
+  CACHECORE_RETURN_IF_ERROR(dropped);
+  return SyncMetadata();
+}
+
+Status Engine::Impl::DropCachedLines(uint64_t first, uint64_t end) {
   const std::vector<uint64_t> cached = slots.CachedLinesIn(first, end);
   constexpr size_t kChunk = 4096;  // lines a batch
   for (size_t at = 0; at < cached.size(); at += kChunk) {
@@ -170,10 +184,7 @@ Status Engine::Impl::DropVolumeLines(const LiveVolume& v) {
     }
     CACHECORE_RETURN_IF_ERROR(Commit(batch, false));
   }
-  // Lines the cache let go of earlier may still be in RAM; a read fills
-  // the tier only from a line still cached, under its stripe.
-  ram.ForgetLines(first, end);
-  return SyncMetadata();
+  return Status::Ok();
 }
 
 Status Engine::Impl::DropLine(uint64_t line, RecordBatch& batch) {

@@ -6,7 +6,9 @@
 #include <bit>
 #include <cstdlib>
 #include <cstring>
+#include <new>
 #include <optional>
+#include <utility>
 
 #include "base/mix64.h"
 
@@ -58,25 +60,46 @@ struct RamTier::Shard {
   uint64_t held GUARDED_BY(mu) = 0;
   std::unique_ptr<EvictionPolicy> policy GUARDED_BY(mu);
 
-  void Reset(uint32_t frames_wanted) REQUIRES(mu) {
-    policy.reset();
-    frames.reset();
-    capacity = frames_wanted;
+  // What a Resize gives a shard, made before it takes the shard's lock
+  // (allocation may fail, and takes its time): swapped in whole.
+  struct Contents {
+    Arena frames;
+    std::vector<uint64_t> key_of;
+    std::vector<Entry> table;
+    std::vector<uint32_t> free;
+    uint32_t capacity = 0;
+    std::unique_ptr<EvictionPolicy> policy;
+  };
+  // False when the memory is refused (nothing then changes).
+  bool Build(uint32_t frames_wanted, Contents& c) const noexcept {
+    try {
+      c.capacity = frames_wanted;
+      c.key_of.assign(frames_wanted, kNoKey);
+      c.free.reserve(frames_wanted);  // no allocation when blocks are forgotten
+      c.table.assign(frames_wanted == 0 ? 0 : std::bit_ceil(uint64_t{frames_wanted} * 2), Entry{});
+      if (frames_wanted == 0) return true;
+      c.frames = NewArena(uint64_t{frames_wanted} * kBlock);
+      if (!c.frames) return false;
+      // Runs under `mu`, once these contents are the shard's (PickVictim
+      // is called with it held).
+      c.policy = NewS3FifoPolicy(frames_wanted, /*promote_after=*/1,
+                                 [this](uint32_t frame) NO_THREAD_SAFETY_ANALYSIS { return key_of[frame]; });
+      return true;
+    } catch (const std::bad_alloc&) {
+      return false;
+    }
+  }
+  // Takes `c` (empty), giving back what it held: freed by the caller,
+  // after the lock. Nothing here allocates or throws.
+  void Take(Contents& c) REQUIRES(mu) {
+    std::swap(frames, c.frames);
+    key_of.swap(c.key_of);
+    table.swap(c.table);
+    free.swap(c.free);
+    std::swap(capacity, c.capacity);
+    policy.swap(c.policy);
     fresh = 0;
     held = 0;
-    std::vector<uint64_t>(capacity, kNoKey).swap(key_of);
-    std::vector<uint32_t>().swap(free);
-    free.reserve(capacity);  // no allocation when blocks are forgotten
-    std::vector<Entry>(capacity == 0 ? 0 : std::bit_ceil(uint64_t{capacity} * 2)).swap(table);
-    if (capacity == 0) return;
-    frames = NewArena(uint64_t{capacity} * kBlock);
-    if (!frames) {  // no memory for it: the shard stays empty
-      capacity = 0;
-      return;
-    }
-    // The key_of lambda runs under `mu` (PickVictim is called with it held).
-    policy = NewS3FifoPolicy(capacity, /*promote_after=*/1,
-                             [this](uint32_t frame) NO_THREAD_SAFETY_ANALYSIS { return key_of[frame]; });
   }
 
   size_t Mask() const REQUIRES(mu) { return table.size() - 1; }
@@ -154,21 +177,28 @@ void RamTier::UnlockEveryShard() const NO_THREAD_SAFETY_ANALYSIS {
   for (const auto& shard : shards_) shard->mu.unlock();
 }
 
-void RamTier::Resize(uint64_t bytes) {
+bool RamTier::Resize(uint64_t bytes) {
   const uint32_t count = static_cast<uint32_t>(std::clamp<uint64_t>(bytes / kShardBytes, 1, kShards));
   const uint32_t frames = static_cast<uint32_t>(std::min<uint64_t>(bytes / count / kBlock, UINT32_MAX / 2));
   MutexLock resizing(resize_mu_);
-  LockEveryShard();  // no block moves while the shards change
+  // Made first, unlocked: requests go on meanwhile, and a size the memory
+  // cannot hold leaves the tier as it was.
+  std::array<Shard::Contents, kShards> made;
+  for (uint32_t i = 0; i < kShards; ++i) {
+    if (!shards_[i]->Build(i < count ? frames : 0, made[i])) return false;
+  }
+  LockEveryShard();  // no block moves while the shards change; nothing below throws
   if (frames > 0) active_.store(true);  // before any shard can take a block
   for (uint32_t i = 0; i < kShards; ++i) {
     Shard& shard = *shards_[i];
     shard.mu.AssertHeld();
-    shard.Reset(i < count ? frames : 0);
+    shard.Take(made[i]);
   }
   shard_count_.store(count);
   capacity_bytes_.store(uint64_t{frames} * count * kBlock, std::memory_order_relaxed);
   if (frames == 0) active_.store(false);  // every shard empty, and none can take a block
   UnlockEveryShard();
+  return true;  // the old contents are freed here, unlocked
 }
 
 template <typename Fn>

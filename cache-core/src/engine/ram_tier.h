@@ -47,10 +47,11 @@ class RamTier {
   RamTier& operator=(const RamTier&) = delete;
 
   // Empties the tier and gives it `bytes` (0: off; else at least kMinBytes,
-  // rounded down to whole blocks in every shard). The memory is taken from
-  // the system as blocks fill it. Safe while requests run: they see an
-  // empty tier, or none.
-  void Resize(uint64_t bytes) EXCLUDES(resize_mu_);
+  // rounded down to whole blocks in every shard). The blocks' memory is
+  // taken from the system as they fill it; the maps (about 2 %) at once.
+  // Safe while requests run: they see an empty tier, or none. False, the
+  // tier as it was, when the memory for its maps is refused.
+  bool Resize(uint64_t bytes) EXCLUDES(resize_mu_);
   uint64_t capacity_bytes() const { return capacity_bytes_.load(std::memory_order_relaxed); }
   // Whether the tier may hold a block (false: the calls below return at
   // once). True from the start of a Resize to a size until the end of a

@@ -158,6 +158,13 @@ StatsReply StatsOf(Daemon& d) {
 // The cleaner goes first: its check (target <= low < high) is the one a user meets,
 // and nothing is changed when it refuses.
 Status ApplyTunables(Engine& e, const SetRequest& r) {
+  // The RAM tier's size is checked before anything changes (a client
+  // other than ours may send any); only the memory refusing it fails later.
+  if (r.ram_cache_bytes) {
+    const uint64_t bytes = *r.ram_cache_bytes;
+    if (bytes != 0 && bytes < kMinRamCacheBytes) return Status::InvalidArgument("a RAM tier needs at least 4M (or off)");
+    CACHECORE_RETURN_IF_ERROR(CheckRamCacheFits(bytes));
+  }
   if (r.dirty_target_pct || r.dirty_high_pct || r.dirty_low_pct || r.cleaner_batch_lines) {
     EngineConfig now = e.settings();
     CACHECORE_RETURN_IF_ERROR(e.SetCleaner({r.dirty_target_pct.value_or(now.dirty_target_pct),
@@ -166,10 +173,7 @@ Status ApplyTunables(Engine& e, const SetRequest& r) {
                                             r.cleaner_batch_lines.value_or(now.cleaner_batch_lines)}));
   }
   if (r.seq_cutoff_bytes) CACHECORE_RETURN_IF_ERROR(e.SetSequentialCutoff(*r.seq_cutoff_bytes));
-  if (r.ram_cache_bytes) {
-    CACHECORE_RETURN_IF_ERROR(CheckRamCacheFits(*r.ram_cache_bytes));  // a client other than ours may ask
-    CACHECORE_RETURN_IF_ERROR(e.SetRamCache(*r.ram_cache_bytes));
-  }
+  if (r.ram_cache_bytes) CACHECORE_RETURN_IF_ERROR(e.SetRamCache(*r.ram_cache_bytes));
   if (r.placement_window || r.placement_rate_bytes) {
     PlacementSettings p = e.placement();
     if (r.placement_window) p.window = *r.placement_window;

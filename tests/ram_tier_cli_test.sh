@@ -75,6 +75,16 @@ echo "== set --ram-cache while a client runs; kept across a restart"
   echo $! >bg.pid)
 expect 2 "at least 4M" set ram --ram-cache 2M
 [ "$(field ram_cache_bytes)" = 16777216 ] || fail "a refused set changed the size"
+# A client other than the CLI: the daemon checks the size before it changes anything.
+python3 - "$W/run/ram/control" >raw.out 2>&1 <<'PY'
+import socket, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(b"cachectl/2 set dirty_target=5 ram_cache=1048576\n")
+print(s.recv(4096).decode().strip())
+PY
+grep -q "at least 4M" raw.out || fail "a raw set with a RAM tier of 1 MiB: $(cat raw.out)"
+[ "$(field dirty_target_pct)" = 10 ] || fail "a refused raw set changed the dirty target: $(field dirty_target_pct)"
 "$C" set ram --ram-cache 32M >out 2>&1 || fail "set --ram-cache 32M: $(cat out)"
 wait "$(cat bg.pid)" 2>/dev/null
 grep -q "verification failed\|error" bg.out && fail "the client during the resize: $(tail -2 bg.out)"

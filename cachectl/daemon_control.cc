@@ -155,25 +155,25 @@ StatsReply StatsOf(Daemon& d) {
 }
 
 // Everything of a set but the mode, each over the value in force now.
-// The cleaner goes first: its check (target <= low < high) is the one a user meets,
-// and nothing is changed when it refuses.
+// Every check comes first (the cleaner's, the RAM tier's size), and the RAM
+// tier is sized before the rest: the memory refusing it is the one failure
+// that cannot be told in advance, and then nothing has changed.
 Status ApplyTunables(Engine& e, const SetRequest& r) {
-  // The RAM tier's size is checked before anything changes (a client
-  // other than ours may send any); only the memory refusing it fails later.
+  const bool cleaner = r.dirty_target_pct || r.dirty_high_pct || r.dirty_low_pct || r.cleaner_batch_lines;
+  const EngineConfig now = e.settings();
+  const Engine::CleanerSettings wanted{r.dirty_target_pct.value_or(now.dirty_target_pct),
+                                       r.dirty_high_pct.value_or(now.dirty_high_pct),
+                                       r.dirty_low_pct.value_or(now.dirty_low_pct),
+                                       r.cleaner_batch_lines.value_or(now.cleaner_batch_lines)};
+  if (cleaner) CACHECORE_RETURN_IF_ERROR(Engine::CheckCleaner(wanted));
   if (r.ram_cache_bytes) {
-    const uint64_t bytes = *r.ram_cache_bytes;
+    const uint64_t bytes = *r.ram_cache_bytes;  // a client other than ours may send any
     if (bytes != 0 && bytes < kMinRamCacheBytes) return Status::InvalidArgument("a RAM tier needs at least 4M (or off)");
     CACHECORE_RETURN_IF_ERROR(CheckRamCacheFits(bytes));
+    CACHECORE_RETURN_IF_ERROR(e.SetRamCache(bytes));
   }
-  if (r.dirty_target_pct || r.dirty_high_pct || r.dirty_low_pct || r.cleaner_batch_lines) {
-    EngineConfig now = e.settings();
-    CACHECORE_RETURN_IF_ERROR(e.SetCleaner({r.dirty_target_pct.value_or(now.dirty_target_pct),
-                                            r.dirty_high_pct.value_or(now.dirty_high_pct),
-                                            r.dirty_low_pct.value_or(now.dirty_low_pct),
-                                            r.cleaner_batch_lines.value_or(now.cleaner_batch_lines)}));
-  }
+  if (cleaner) CACHECORE_RETURN_IF_ERROR(e.SetCleaner(wanted));
   if (r.seq_cutoff_bytes) CACHECORE_RETURN_IF_ERROR(e.SetSequentialCutoff(*r.seq_cutoff_bytes));
-  if (r.ram_cache_bytes) CACHECORE_RETURN_IF_ERROR(e.SetRamCache(*r.ram_cache_bytes));
   if (r.placement_window || r.placement_rate_bytes) {
     PlacementSettings p = e.placement();
     if (r.placement_window) p.window = *r.placement_window;

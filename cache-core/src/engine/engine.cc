@@ -37,7 +37,9 @@ void LoadNumber(MetadataStore* store, const char* key, T* value) {
   }
 }
 
-Status CheckCleaner(const Engine::CleanerSettings& c) {
+}  // namespace
+
+Status Engine::CheckCleaner(const CleanerSettings& c) {
   if (c.dirty_target_pct <= c.dirty_low_pct && c.dirty_low_pct < c.dirty_high_pct &&
       c.dirty_high_pct <= 100 && c.batch_lines >= 1) {
     return Status::Ok();
@@ -47,6 +49,8 @@ Status CheckCleaner(const Engine::CleanerSettings& c) {
       std::to_string(c.dirty_target_pct) + ", high " + std::to_string(c.dirty_high_pct) + ", low " +
       std::to_string(c.dirty_low_pct) + ", batch " + std::to_string(c.batch_lines) + ")");
 }
+
+namespace {
 
 Engine::CleanerSettings CleanerOf(const EngineConfig& c) {
   return {c.dirty_target_pct, c.dirty_high_pct, c.dirty_low_pct, c.cleaner_batch_lines};
@@ -156,8 +160,8 @@ Engine::Impl::Impl(const EngineDevices& devices, const EngineConfig& cfg, const 
       slots(capacity, blocks_per_line, id, LineSpaceOf(placed), cfg.policy, cfg.promote_after_hits, stats),
       ram(blocks_per_line), pin_limit_lines(uint64_t{capacity} * kPinLimitPct / 100),
       heat(LineSpaceOf(placed), id.line_size) {
-  // A saved size this host's memory cannot hold (the cache moved): the
-  // tier stays off, and stats say so.
+  // A saved size the memory refuses: the tier stays off, and stats say so.
+  // (Whether a size suits this host is the daemon's to judge, at set.)
   if (CheckRamCache(cfg.ram_cache_bytes).ok()) (void)ram.Resize(cfg.ram_cache_bytes);
   MutexLock lock(volume_mu);  // nothing runs yet; for the analysis
   for (const PlacedVolume& p : placed) {
@@ -523,12 +527,13 @@ Status Engine::SetSequentialCutoff(uint64_t bytes) {
 Status Engine::SetRamCache(uint64_t bytes) {
   CACHECORE_RETURN_IF_ERROR(CheckRamCache(bytes));
   MutexLock lock(impl_->ram_settings_mu);  // the tier and the store agree
-  const uint64_t before = impl_->ram.capacity_bytes();
   MetadataStore* store = impl_->dev.metadata;
+  Result<std::string> saved = store->GetConfig(kRamCacheKey);  // what a refusal puts back
   CACHECORE_RETURN_IF_ERROR(store->PutConfig(kRamCacheKey, std::to_string(bytes), true));
   if (impl_->ram.Resize(bytes)) return Status::Ok();
-  (void)store->PutConfig(kRamCacheKey, std::to_string(before), true);  // the tier is as it was
-  return Status::NoSpace("not enough memory for a RAM tier of " + std::to_string(bytes >> 20) + " MiB");
+  const Status restored = store->PutConfig(kRamCacheKey, saved.ok() ? saved.value() : "0", true);
+  return Status::NoSpace("not enough memory for a RAM tier of " + std::to_string(bytes >> 20) + " MiB" +
+                         (restored.ok() ? "" : "; the size saved could not be put back: " + restored.message()));
 }
 
 StatsSnapshot Engine::stats() const {

@@ -46,8 +46,9 @@ class RamTier {
   RamTier(const RamTier&) = delete;
   RamTier& operator=(const RamTier&) = delete;
 
-  // Empties the tier and gives it `bytes` (0: off; else at least kMinBytes,
-  // rounded down to whole blocks in every shard). The blocks' memory is
+  // Empties the tier and gives it `bytes` (0: off; the caller gives at
+  // least kMinBytes, or less turns it off), rounded down to whole blocks in
+  // every shard. The blocks' memory is
   // taken from the system as they fill it; the maps (about 2 %) at once.
   // Safe while requests run: they see an empty tier, or none. False, the
   // tier as it was, when the memory for its maps is refused.

@@ -68,7 +68,7 @@ struct EngineConfig {
   uint64_t ram_cache_bytes = 0;
 };
 
-// The smallest RAM tier (16 blocks in each of its 64 shards).
+// The smallest RAM tier (one shard of 1024 blocks).
 inline constexpr uint64_t kMinRamCacheBytes = 4 << 20;
 
 // The completion of an asynchronous request: Done runs once, with the
@@ -188,6 +188,9 @@ class Engine {
     uint32_t dirty_target_pct, dirty_high_pct, dirty_low_pct, batch_lines;
   };
   Status SetCleaner(const CleanerSettings& settings);
+  // SetCleaner's check alone (nothing changes): for a caller that applies
+  // several settings and must refuse before it changes any.
+  static Status CheckCleaner(const CleanerSettings& settings);
 
   // Keeps the lines of [offset, offset+length) (rounded out to whole lines)
   // in the cache: never evicted, filled from the origin in the background

@@ -170,6 +170,7 @@ struct Engine::Impl {
   // Otherwise the segments it holds are copied, and the rest is for the
   // cache to read (or the miss path, when the cache lacks some).
   bool ServedFromRam(AsyncHit& hit);
+  bool AnswerFromRam(AsyncHit& hit);
   void MarkReadFromCache(AsyncHit& hit);
   // A hit the cache proved: its blocks go into the tier. A miss: those of
   // its blocks it read from the cache, proven.

@@ -6,28 +6,40 @@
 
 namespace cachecore {
 
-// Copies what the tier holds of the hit, a whole segment at a time; the
-// segments it lacks are read from the cache (hit.in_ram, hit.from_cache).
+// Copies what the tier holds of the hit: the whole request at once when it
+// holds all of it (small lines would otherwise cost a lock and a stalled
+// copy per line), else a whole segment at a time; the segments it lacks
+// are read from the cache (hit.in_ram, hit.from_cache).
 bool Engine::Impl::ServedFromRam(AsyncHit& hit) {
   hit.in_ram.clear();
   hit.ram_blocks = 0;
   if (!ram.on()) return false;
+  const uint64_t blocks = hit.length / kBlockSize;
+  if (hit.segments.size() > 1 && ram.ReadBlocks(hit.offset / kBlockSize, hit.offset / kBlockSize + blocks, hit.out)) {
+    return AnswerFromRam(hit);
+  }
   hit.in_ram.assign(hit.segments.size(), 0);
   uint8_t* to = hit.out;
   for (size_t i = 0; i < hit.segments.size(); ++i) {
     const Segment& seg = hit.segments[i];
-    const uint32_t blocks = seg.end_block() - seg.first_block();
+    const uint32_t n = seg.end_block() - seg.first_block();
     if (ram.Read(seg.line, seg.first_block(), seg.end_block(), to)) {
       hit.in_ram[i] = 1;
-      hit.ram_blocks += blocks;
+      hit.ram_blocks += n;
     }
-    to += uint64_t{blocks} * kBlockSize;
+    to += uint64_t{n} * kBlockSize;
   }
-  const uint64_t blocks = hit.length / kBlockSize;
   if (hit.ram_blocks < blocks) {
     if (hit.ram_blocks > 0) MarkReadFromCache(hit);
     return false;
   }
+  return AnswerFromRam(hit);
+}
+
+// Every block copied from the tier: the stripes go, the hit is counted
+// and answered.
+bool Engine::Impl::AnswerFromRam(AsyncHit& hit) {
+  const uint64_t blocks = hit.length / kBlockSize;
   // The cache's policy sees the hit too: a block hot in RAM stays cached
   // below it, where it goes when the tier lets go of it.
   hit.slots.clear();

@@ -218,10 +218,13 @@ void RamTier::ForEachRun(uint64_t key, uint64_t end, Fn fn) const {
 }
 
 bool RamTier::Read(uint64_t line, uint32_t first, uint32_t end, uint8_t* out) {
+  return ReadBlocks(line * blocks_per_line_ + first, line * blocks_per_line_ + end, out);
+}
+
+bool RamTier::ReadBlocks(uint64_t first, uint64_t end, uint8_t* out) {
   if (!on()) return false;
   bool all = true;
-  const uint64_t base = line * blocks_per_line_;
-  ForEachRun(base + first, base + end, [&](Shard& shard, uint64_t key, uint64_t run_end) {
+  ForEachRun(first, end, [&](Shard& shard, uint64_t key, uint64_t run_end) {
     shard.mu.AssertHeld();
     // Every frame first, each prefetched, then the copies: the frames'
     // misses overlap instead of each stalling its copy.
@@ -233,7 +236,7 @@ bool RamTier::Read(uint64_t line, uint32_t first, uint32_t end, uint8_t* out) {
       __builtin_prefetch(shard.Frame(frames[k - key]));
     }
     for (uint64_t k = key; k < run_end; ++k) {
-      std::memcpy(out + (k - base - first) * kBlock, shard.Frame(frames[k - key]), kBlock);
+      std::memcpy(out + (k - first) * kBlock, shard.Frame(frames[k - key]), kBlock);
       shard.policy->OnHit(frames[k - key]);
     }
     return true;

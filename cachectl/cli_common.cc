@@ -27,11 +27,8 @@ cachecore::Result<uint64_t> ParseRamCache(const std::string& text) {
   if (text == "off") return uint64_t{0};
   cachecore::Result<uint64_t> bytes = cachecore::ParseSize(text);
   if (!bytes.ok()) return cachecore::Status::InvalidArgument("--ram-cache '" + text + "': a size such as 512M or 4G, or off");
-  if (bytes.value() != 0 && bytes.value() < cachecore::kMinRamCacheBytes) {
-    return cachecore::Status::InvalidArgument("--ram-cache " + text + ": a RAM tier needs at least 4M (or off)");
-  }
-  if (cachecore::Status fits = CheckRamCacheFits(bytes.value()); !fits.ok()) {
-    return cachecore::Status::InvalidArgument("--ram-cache " + text + ": " + fits.message());
+  for (const cachecore::Status& s : {cachecore::Engine::CheckRamCache(bytes.value()), CheckRamCacheFits(bytes.value())}) {
+    if (!s.ok()) return cachecore::Status::InvalidArgument("--ram-cache " + text + ": " + s.message());
   }
   return bytes.value();
 }

@@ -168,7 +168,7 @@ Status ApplyTunables(Engine& e, const SetRequest& r) {
   if (cleaner) CACHECORE_RETURN_IF_ERROR(Engine::CheckCleaner(wanted));
   if (r.ram_cache_bytes) {
     const uint64_t bytes = *r.ram_cache_bytes;  // a client other than ours may send any
-    if (bytes != 0 && bytes < kMinRamCacheBytes) return Status::InvalidArgument("a RAM tier needs at least 4M (or off)");
+    CACHECORE_RETURN_IF_ERROR(Engine::CheckRamCache(bytes));
     CACHECORE_RETURN_IF_ERROR(CheckRamCacheFits(bytes));
     CACHECORE_RETURN_IF_ERROR(e.SetRamCache(bytes));
   }

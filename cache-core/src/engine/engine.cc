@@ -23,12 +23,6 @@ const char kDirtyLowKey[] = "dirty_low_pct";
 const char kCleanerBatchKey[] = "cleaner_batch_lines";
 const char kRamCacheKey[] = "ram_cache_bytes";
 
-Status CheckRamCache(uint64_t bytes) {
-  if (bytes == 0 || bytes >= kMinRamCacheBytes) return Status::Ok();
-  return Status::InvalidArgument("a RAM tier needs at least " + std::to_string(kMinRamCacheBytes >> 20) +
-                                 " MiB (or 0: off), not " + std::to_string(bytes) + " bytes");
-}
-
 // Numeric settings saved in the store override the caller's defaults.
 template <typename T>
 void LoadNumber(MetadataStore* store, const char* key, T* value) {
@@ -48,6 +42,12 @@ Status Engine::CheckCleaner(const CleanerSettings& c) {
       "cleaner settings need target <= low < high <= 100 and a batch of at least 1 (got target " +
       std::to_string(c.dirty_target_pct) + ", high " + std::to_string(c.dirty_high_pct) + ", low " +
       std::to_string(c.dirty_low_pct) + ", batch " + std::to_string(c.batch_lines) + ")");
+}
+
+Status Engine::CheckRamCache(uint64_t bytes) {
+  if (bytes == 0 || bytes >= kMinRamCacheBytes) return Status::Ok();
+  return Status::InvalidArgument("a RAM tier needs at least " + std::to_string(kMinRamCacheBytes >> 20) +
+                                 "M (or off), not " + std::to_string(bytes) + " bytes");
 }
 
 namespace {

@@ -6,28 +6,29 @@
 
 namespace cachecore {
 
-// Copies what the tier holds of the hit: the whole request at once when it
-// holds all of it (small lines would otherwise cost a lock and a stalled
-// copy per line), else a whole segment at a time; the segments it lacks
-// are read from the cache (hit.in_ram, hit.from_cache).
+// Copies what the tier holds of the hit: the whole request as one range
+// (small lines would otherwise cost a lock and a stalled copy per line),
+// then, from the segment where that stopped, a whole segment at a time;
+// the segments it lacks are read from the cache (hit.in_ram,
+// hit.from_cache).
 bool Engine::Impl::ServedFromRam(AsyncHit& hit) {
   hit.in_ram.clear();
   hit.ram_blocks = 0;
   if (!ram.on()) return false;
   const uint64_t blocks = hit.length / kBlockSize;
-  if (hit.segments.size() > 1 && ram.ReadBlocks(hit.offset / kBlockSize, hit.offset / kBlockSize + blocks, hit.out)) {
-    return AnswerFromRam(hit);
-  }
+  const uint64_t copied = ram.ReadBlocks(hit.offset / kBlockSize, hit.offset / kBlockSize + blocks, hit.out);
+  if (copied == blocks) return AnswerFromRam(hit);
+  if (hit.segments.size() == 1) return false;  // that one segment is not all there
   hit.in_ram.assign(hit.segments.size(), 0);
-  uint8_t* to = hit.out;
+  uint64_t at = 0;  // blocks of the request before segment i
   for (size_t i = 0; i < hit.segments.size(); ++i) {
     const Segment& seg = hit.segments[i];
     const uint32_t n = seg.end_block() - seg.first_block();
-    if (ram.Read(seg.line, seg.first_block(), seg.end_block(), to)) {
+    if (at + n <= copied || ram.Read(seg.line, seg.first_block(), seg.end_block(), hit.out + at * kBlockSize)) {
       hit.in_ram[i] = 1;
       hit.ram_blocks += n;
     }
-    to += uint64_t{n} * kBlockSize;
+    at += n;
   }
   if (hit.ram_blocks < blocks) {
     if (hit.ram_blocks > 0) MarkReadFromCache(hit);

@@ -218,12 +218,13 @@ void RamTier::ForEachRun(uint64_t key, uint64_t end, Fn fn) const {
 }
 
 bool RamTier::Read(uint64_t line, uint32_t first, uint32_t end, uint8_t* out) {
-  return ReadBlocks(line * blocks_per_line_ + first, line * blocks_per_line_ + end, out);
+  const uint64_t from = line * blocks_per_line_ + first, to = line * blocks_per_line_ + end;
+  return ReadBlocks(from, to, out) == to - from;
 }
 
-bool RamTier::ReadBlocks(uint64_t first, uint64_t end, uint8_t* out) {
-  if (!on()) return false;
-  bool all = true;
+uint64_t RamTier::ReadBlocks(uint64_t first, uint64_t end, uint8_t* out) {
+  if (!on()) return 0;
+  uint64_t copied = 0;
   ForEachRun(first, end, [&](Shard& shard, uint64_t key, uint64_t run_end) {
     shard.mu.AssertHeld();
     // Every frame first, each prefetched, then the copies: the frames'
@@ -231,7 +232,7 @@ bool RamTier::ReadBlocks(uint64_t first, uint64_t end, uint8_t* out) {
     uint32_t frames[kGroup];
     for (uint64_t k = key; k < run_end; ++k) {
       const size_t at = shard.Find(k);
-      if (at == SIZE_MAX) return all = false;
+      if (at == SIZE_MAX) return false;
       frames[k - key] = shard.table[at].frame;
       __builtin_prefetch(shard.Frame(frames[k - key]));
     }
@@ -239,9 +240,10 @@ bool RamTier::ReadBlocks(uint64_t first, uint64_t end, uint8_t* out) {
       std::memcpy(out + (k - first) * kBlock, shard.Frame(frames[k - key]), kBlock);
       shard.policy->OnHit(frames[k - key]);
     }
+    copied = run_end - first;
     return true;
   });
-  return all;
+  return copied;
 }
 
 void RamTier::Fill(uint64_t line, uint32_t first, uint32_t end, const uint8_t* data) {

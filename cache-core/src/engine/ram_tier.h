@@ -66,8 +66,10 @@ class RamTier {
   bool Read(uint64_t line, uint32_t first, uint32_t end, uint8_t* out);
   // The same for line-space blocks [first, end) (byte offset / 4096), which
   // may span lines: a request's whole range at once, a group's blocks under
-  // one lock whatever the line size. REQUIRES: every line's stripe.
-  bool ReadBlocks(uint64_t first, uint64_t end, uint8_t* out);
+  // one lock whatever the line size. Stops at the first group (kGroup
+  // blocks) it does not hold whole; returns the blocks copied before it.
+  // REQUIRES: every line's stripe.
+  uint64_t ReadBlocks(uint64_t first, uint64_t end, uint8_t* out);
   // Keeps a copy of blocks [first, end) of `line` from `data` (4 KiB each)
   // for those not held already, evicting others as the policy says.
   // REQUIRES: the line's stripe, shared at least, held since `data` was

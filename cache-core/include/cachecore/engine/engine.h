@@ -180,6 +180,8 @@ class Engine {
   // kMinRamCacheBytes but 0 (nothing changes then). The caller judges
   // what the host can spare.
   Status SetRamCache(uint64_t bytes);
+  // SetRamCache's check of the size alone (nothing changes).
+  static Status CheckRamCache(uint64_t bytes);
   // The cleaner's target, watermarks (percent of lines dirty; see
   // EngineConfig) and lines per pass. kInvalidArgument unless
   // target <= low < high <= 100 and batch >= 1 (nothing changes then).

@@ -2,8 +2,9 @@
 // RocksDB store), the background cleaner's ticks driven by the test with
 // the time they stand for (Engine::RunCleanerTickForTest), so everything is
 // counted, nothing timed: dirty lines converge to the target under a steady
-// write rate; the cleaner backs off while clients keep the origin busy and
-// runs flat out past the low watermark whatever the origin does; writers
+// write rate; the cleaner backs off while clients' requests wait at the
+// origin (held in the fault device's queue) and runs flat out past the low
+// watermark whatever the origin does; writers
 // past the high watermark are slowed, never failed, on the synchronous
 // path and on a reactor alike.
 #include <gtest/gtest.h>
@@ -16,6 +17,55 @@ namespace cachecore::testing {
 namespace {
 
 constexpr uint64_t kLines = 1024;  // of 4 KiB
+
+// Client reads of blocks never cached, submitted on a reactor of their own
+// and kept in the origin's queue (the fault device holds them) until
+// Release: a disk busy with the clients' work, `n` requests deep.
+class HeldReads {
+ public:
+  HeldReads(Engine& engine, FaultDevice& origin, uint64_t at, size_t n)
+      : origin_(origin), n_(n), done_(n), got_(n * kBlock) {
+    auto reactor = Reactor::Create();
+    if (!reactor.ok()) return;
+    reactor_ = std::move(reactor.value());
+    runner_ = std::thread([r = reactor_.get()] { r->Run(); });
+    origin_.HoldRequests(true);
+    submit_ = std::make_unique<FnTask>([this, &engine, at] {
+      for (size_t i = 0; i < n_; ++i) engine.ReadAsync(at + i * kBlock, got_.data() + i * kBlock, kBlock, done_.at(i));
+    });
+    reactor_->Post(submit_.get());
+  }
+  ~HeldReads() { (void)Release(); }
+  // Whether all of them reached the origin's queue (waits up to a minute).
+  bool AllWaiting() {
+    for (int i = 0; i < 60000 && origin_.queue_depth() < n_; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return reactor_ != nullptr && origin_.queue_depth() == n_;
+  }
+  // Lets them run; true when each returned the origin's zeros.
+  bool Release() {
+    if (reactor_ == nullptr) return false;
+    origin_.HoldRequests(false);
+    done_.Wait(n_);
+    reactor_->Stop();
+    runner_.join();
+    reactor_.reset();
+    for (size_t b = 0; b < n_ * kBlock; ++b) {
+      if (got_.data()[b] != 0) return false;
+    }
+    return done_.failed() == 0;
+  }
+
+ private:
+  FaultDevice& origin_;
+  const size_t n_;
+  Completions done_;
+  AlignedBuffer got_;
+  std::unique_ptr<Reactor> reactor_;
+  std::thread runner_;
+  std::unique_ptr<FnTask> submit_;
+};
 
 class PressureTest : public ::testing::Test {
  protected:
@@ -89,19 +139,37 @@ TEST_F(PressureTest, DirtyLinesConvergeToTheTargetUnderASteadyWriteRate) {
   EXPECT_TRUE(rig_.engine().CheckRecordsAgreeForTest().ok());
 }
 
-TEST_F(PressureTest, TheCleanerBacksOffWhileClientsKeepTheOriginBusy) {
+TEST_F(PressureTest, TheCleanerBacksOffWhileClientRequestsWaitAtTheOrigin) {
   WriteNewLines(kLines * 30 / 100);  // 30 %: between the target and the low watermark
   const uint64_t dirty = Dirty();
-  ReadUncached(40);  // a second in which clients read 40 blocks from the origin
+  // Two client reads wait at the origin the whole second: a queue depth of
+  // two, from no more than two requests (a slow disk, not a busy rate).
+  HeldReads reads(rig_.engine(), rig_.origin(), miss_at_, 2);
+  ASSERT_TRUE(reads.AllWaiting());
+  Tick(0);  // the meter's interval starts with them waiting
   const uint64_t while_busy = Tick(1.0);
   EXPECT_EQ(State(), "backing off");
   // A trickle: one 64-line batch every ten seconds (none in the first).
   EXPECT_LE(while_busy, 7u);
   EXPECT_EQ(Dirty(), dirty - while_busy);
-  // A quiet second: the controller's rate (the excess over four seconds).
+  ASSERT_TRUE(reads.Release());  // and they return the right data
+  // A quiet second, the queue empty: the controller's rate (the excess
+  // over four seconds).
+  Tick(0);
   const uint64_t quiet = Tick(1.0);
   EXPECT_EQ(State(), "controlled");
   EXPECT_GE(quiet, (dirty - kLines / 10) / 4 - 8);
+  EXPECT_TRUE(HasPattern(rig_.engine(), 0, next_line_ * kBlock, 7));
+}
+
+TEST_F(PressureTest, ManyRequestsAnsweredAtOnceDoNotMakeTheOriginBusy) {
+  // An origin with room to spare (here memory: every read answered at
+  // once) is not busy however many requests it serves: the queue, not the
+  // rate, says when the cleaner would get in the clients' way.
+  WriteNewLines(kLines * 30 / 100);
+  ReadUncached(400);
+  EXPECT_GT(Tick(1.0), 7u);
+  EXPECT_EQ(State(), "controlled");
 }
 
 TEST_F(PressureTest, StatsShowTheBytesCleanedOverTheLastSecond) {
@@ -134,10 +202,16 @@ TEST_F(PressureTest, ClientSyncsAloneDoNotMakeTheOriginBusy) {
 }
 
 TEST_F(PressureTest, PastTheLowWatermarkTheCleanerRunsFlatOutEvenWithTheOriginBusy) {
-  WriteNewLines(kLines / 2);  // 50 %, the low watermark is 40 %
-  ReadUncached(40);
+  WriteNewLines(kLines * 30 / 100);
+  HeldReads reads(rig_.engine(), rig_.origin(), miss_at_, 2);
+  ASSERT_TRUE(reads.AllWaiting());
+  Tick(0);
+  Tick(1.0);
+  EXPECT_EQ(State(), "backing off");
+  WriteNewLines(kLines / 5);  // 50 %, the low watermark is 40 %
   Tick(0.1);
   EXPECT_EQ(State(), "flat out");
+  ASSERT_TRUE(reads.Release());
   EXPECT_LT(Dirty(), kLines * 40 / 100);
   EXPECT_TRUE(rig_.OriginHasPattern(0, kBlock * 16, 7));  // lowest lines first, in origin order
 }

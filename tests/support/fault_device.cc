@@ -52,6 +52,7 @@ struct FaultDevice::State {
   // under their own mutex: they run, calling Execute, with it released.
   std::mutex deferred_mu;
   bool reorder = false;
+  bool hold = false;  // under deferred_mu
   std::map<Reactor*, std::unique_ptr<Drain>> drains;  // one per reactor that submitted
   std::mt19937_64 order_rng;  // under deferred_mu
   bool volatile_cache;
@@ -105,7 +106,7 @@ void FaultDevice::Submit(AsyncIo& io) {
   Reactor* reactor = Reactor::Current();
   {
     std::lock_guard lock(state_->deferred_mu);
-    if (state_->reorder && reactor != nullptr) {
+    if ((state_->reorder || state_->hold) && reactor != nullptr) {
       std::unique_ptr<Drain>& drain = state_->drains[reactor];
       if (!drain) drain = std::make_unique<Drain>(this);
       drain->kept.push_back(&io);
@@ -119,15 +120,35 @@ void FaultDevice::Submit(AsyncIo& io) {
   BlockDevice::Submit(io);
 }
 
-// Runs the kept-back requests in a shuffled order, each completed right
-// after it ran; those their completions submit wait for the next round.
+void FaultDevice::HoldRequests(bool on) {
+  std::lock_guard lock(state_->deferred_mu);
+  state_->hold = on;
+  if (on) return;
+  for (auto& [reactor, drain] : state_->drains) {
+    if (drain->kept.empty() || drain->posted) continue;
+    drain->posted = true;
+    reactor->Post(drain.get());
+  }
+}
+
+size_t FaultDevice::queue_depth() const {
+  std::lock_guard lock(state_->deferred_mu);
+  size_t n = 0;
+  for (const auto& [reactor, drain] : state_->drains) n += drain->kept.size();
+  return n;
+}
+
+// Runs the kept-back requests (in a shuffled order when completing out of
+// order), each completed right after it ran; those their completions
+// submit wait for the next round. While held, they stay kept.
 void FaultDevice::RunDeferred(Drain& drain) {
   std::vector<AsyncIo*> batch;
   {
     std::lock_guard lock(state_->deferred_mu);
-    batch.swap(drain.kept);
     drain.posted = false;
-    std::shuffle(batch.begin(), batch.end(), state_->order_rng);
+    if (state_->hold) return;  // HoldRequests(false) posts it again
+    batch.swap(drain.kept);
+    if (state_->reorder) std::shuffle(batch.begin(), batch.end(), state_->order_rng);
   }
   for (AsyncIo* io : batch) {
     io->request.status = CheckRequest(io->request);

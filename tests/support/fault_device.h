@@ -45,6 +45,12 @@ class FaultDevice : public BlockDevice {
   void Submit(AsyncIo& io) override;
   bool discards_without_waiting() const override { return target_->discards_without_waiting(); }
   void CompleteOutOfOrder(bool on);
+  // While on, requests submitted on a reactor are kept back, not run (a
+  // disk with a queue that does not move); turned off, they run and
+  // complete on their reactors. Off by default.
+  void HoldRequests(bool on);
+  // Requests submitted on a reactor that have not run yet: the queue depth.
+  size_t queue_depth() const;
 
   // The nth matching operation from now (1 = the next one) fails once.
   void FailNth(unsigned ops, uint64_t n);

@@ -636,8 +636,11 @@ struct Engine::Impl {
   std::thread cleaner;
   Mutex cleaner_tick_mu;  // one tick at a time (the cleaner's, or a test's)
   WritebackController controller GUARDED_BY(cleaner_tick_mu);
-  uint64_t origin_ops_seen GUARDED_BY(cleaner_tick_mu) = 0;
-  double origin_ops_per_s GUARDED_BY(cleaner_tick_mu) = 0;  // clients', smoothed over a second
+  // The origin meter's reading at the last tick, and the clients' mean
+  // queue depth at the origin since, smoothed over a second.
+  uint64_t origin_queue_ns_seen GUARDED_BY(cleaner_tick_mu) = 0;
+  OriginMeter::Clock::time_point origin_seen_at GUARDED_BY(cleaner_tick_mu) = OriginMeter::Clock::now();
+  double origin_queue_depth GUARDED_BY(cleaner_tick_mu) = 0;
   // UpdateWritebackRate's: when it last updated, and cleaned_blocks then.
   std::chrono::steady_clock::time_point rate_since GUARDED_BY(cleaner_tick_mu) =
       std::chrono::steady_clock::now();

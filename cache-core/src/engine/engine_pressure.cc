@@ -18,9 +18,10 @@ namespace {
 constexpr auto kCleanerTick = std::chrono::milliseconds(100);
 // Clean or free lines the cleaner keeps at least, in percent of the cache.
 constexpr uint64_t kReservePct = 2;
-// Client operations per second on the origin from which the origin counts
-// as busy (the cleaner then trickles).
-constexpr double kBusyOriginOpsPerSecond = 10;
+// The clients' mean queue depth at the origin from which it counts as busy
+// (the cleaner then trickles): a request of theirs there a quarter of the
+// time.
+constexpr double kBusyOriginQueueDepth = 0.25;
 // A write-back write's longest wait, with every line dirty.
 constexpr auto kMaxThrottle = std::chrono::microseconds(10000);
 
@@ -52,14 +53,19 @@ void Engine::Impl::UpdateWritebackRate() {
 }
 
 WritebackController::Reading Engine::Impl::CleanerReading(double seconds) {
-  const uint64_t ops = origin_meter.operations();
-  if (seconds > 0) Smooth(origin_ops_per_s, double(ops - origin_ops_seen) / seconds, seconds);
-  origin_ops_seen = ops;
+  const auto now = OriginMeter::Clock::now();
+  const uint64_t queue_ns = origin_meter.QueueNanoseconds(now);
+  const double wall_ns = std::chrono::duration<double, std::nano>(now - origin_seen_at).count();
+  if (seconds > 0 && wall_ns > 0) {
+    Smooth(origin_queue_depth, double(queue_ns - origin_queue_ns_seen) / wall_ns, seconds);
+  }
+  origin_queue_ns_seen = queue_ns;
+  origin_seen_at = now;
   WritebackController::Reading r;
   r.capacity_lines = capacity;
   r.dirty_lines = stats.dirty_lines.load();
   r.batch_lines = std::max<uint32_t>(cleaner_batch_lines.load(), 1);
-  r.origin_busy = origin_ops_per_s >= kBusyOriginOpsPerSecond;
+  r.origin_busy = origin_queue_depth >= kBusyOriginQueueDepth;
   if (failed.load()) return r;  // a failing cache drains, all of it, flat out
   r.target_lines = uint64_t{capacity} * dirty_target_pct.load() / 100;
   r.flat_out_lines = uint64_t{capacity} * dirty_low_pct.load() / 100;

@@ -66,6 +66,9 @@ struct AsyncIo final : ReactorOp, ReactorTask {
   // offset it moved by, put back before the caller's IoDone.
   IoCompletion* routed_done = nullptr;
   uint64_t routed_base = 0;
+  // The engine's origin meter (engine/origin_meter.h), which times the
+  // request: the caller's completion, put back before the caller's IoDone.
+  IoCompletion* metered_done = nullptr;
   // An encrypted cache device (crypto/encrypted_device.h): the caller's
   // completion, and a write's plaintext buffer while its ciphertext goes out.
   IoCompletion* cipher_done = nullptr;

@@ -172,6 +172,27 @@ TEST_F(PressureTest, ManyRequestsAnsweredAtOnceDoNotMakeTheOriginBusy) {
   EXPECT_EQ(State(), "controlled");
 }
 
+TEST_F(PressureTest, MissesAndWritesFindTheCleanLinesWhereverTheyLieInThePolicysOrder) {
+  // All dirty but the 20 lines read last: clean, the newest, at the far end
+  // of the policy's order from its next victims (as the reserve the
+  // cleaner keeps lies anywhere in it: it cleans in origin order).
+  WriteNewLines(kLines - 20);
+  ReadUncached(20);
+  ASSERT_EQ(Dirty(), kLines - 20);
+  const uint64_t origin_writes = rig_.origin().operations(kFaultWrite | kFaultFlush);
+  // Ten misses and five new writes each take one of them: nothing goes
+  // around the cache, nothing is cleaned.
+  ReadUncached(10);
+  WriteNewLines(5);
+  const auto st = rig_.engine().stats();
+  EXPECT_EQ(st.bypassed_no_space, 0u);
+  EXPECT_EQ(st.evictions, 15u);
+  EXPECT_EQ(Dirty(), kLines - 15);
+  EXPECT_EQ(rig_.origin().operations(kFaultWrite | kFaultFlush), origin_writes);
+  EXPECT_TRUE(HasPattern(rig_.engine(), 0, next_line_ * kBlock, 7));
+  EXPECT_TRUE(rig_.engine().CheckRecordsAgreeForTest().ok());
+}
+
 TEST_F(PressureTest, StatsShowTheBytesCleanedOverTheLastSecond) {
   EXPECT_EQ(rig_.engine().stats().writeback_rate_bytes, 0u);
   WriteNewLines(kLines * 30 / 100);

@@ -21,6 +21,10 @@ constexpr uint64_t kVictimRefusals = 32;
 // another round for their hits: a warm cache whose every line was hit
 // would otherwise be walked three times over under mu_ for one miss.
 constexpr uint64_t kReactorVictimLooks = 4096;
+// The slots one allocation scans for a clean line when the policy's
+// candidates were all refused: the cleaner keeps 2 % of the cache clean or
+// free (the reserve), so 4,096 of them hold about 80 such lines.
+constexpr uint64_t kReserveLooks = 4096;
 }  // namespace
 
 SlotTable::SlotTable(uint32_t capacity, uint32_t blocks_per_line, const CacheIdentity& identity,
@@ -291,7 +295,7 @@ bool SlotTable::TakeSlotLocked(uint32_t slot, uint64_t line) {
 
 std::optional<uint32_t> SlotTable::PickVictimLocked(uint64_t incoming, VictimHandler& victims,
                                                     uint64_t max_looks) {
-  return policy_->PickVictim(
+  std::optional<uint32_t> victim = policy_->PickVictim(
       incoming, [&](uint32_t s) {
         mu_.AssertHeld();  // the policy calls back under mu_
         if (cleaning_.count(lines_.Get(s))) return false;  // on its way to the origin
@@ -299,6 +303,24 @@ std::optional<uint32_t> SlotTable::PickVictimLocked(uint64_t incoming, VictimHan
         return victims.Claim(lines_.Get(s));
       },
       kVictimRefusals, max_looks);
+  return victim ? victim : FindCleanSlotLocked(victims);
+}
+
+// The cleaner cleans in origin order, so the clean lines of a cache near
+// all dirty lie anywhere in the policy's order, mostly past the few
+// candidates it may refuse: without this look the misses of such a cache
+// went around it with the reserve's lines at hand.
+std::optional<uint32_t> SlotTable::FindCleanSlotLocked(VictimHandler& victims) {
+  const uint64_t looks = std::min<uint64_t>(kReserveLooks, capacity_);
+  for (uint64_t n = 0; n < looks; ++n) {
+    const uint32_t s = reserve_cursor_;
+    reserve_cursor_ = reserve_cursor_ + 1 == capacity_ ? 0 : reserve_cursor_ + 1;
+    if (SlotDirtyLocked(s)) continue;
+    const uint64_t line = lines_.Get(s);
+    if (line == kNoLine || pins_.Contains(line) || cleaning_.count(line)) continue;
+    if (victims.Claim(line)) return s;
+  }
+  return std::nullopt;
 }
 
 std::optional<uint32_t> SlotTable::TakeFreeSlot(uint64_t line, bool& sync_due) {

@@ -424,6 +424,11 @@ class SlotTable {
   // the line `incoming`.
   std::optional<uint32_t> PickVictimLocked(uint64_t incoming, VictimHandler& victims, uint64_t max_looks)
       REQUIRES(mu_);
+  // When the policy's candidates were all refused: a clean cached line,
+  // neither pinned nor being cleaned, that `victims` claims, among the next
+  // few slots from a rotating cursor (the reserve the cleaner keeps clean,
+  // wherever its lines lie in the policy's order).
+  std::optional<uint32_t> FindCleanSlotLocked(VictimHandler& victims) REQUIRES(mu_);
   uint32_t HandOver(uint32_t slot, uint64_t line, VictimHandler& victims, bool& sync_due)
       REQUIRES(mu_);
   template <typename Fn>
@@ -477,6 +482,7 @@ class SlotTable {
   DirtyMap dirty_map_ GUARDED_BY(mu_);
   LineIntervals pins_ GUARDED_BY(mu_);
   uint64_t clean_cursor_ GUARDED_BY(mu_) = 0;
+  uint32_t reserve_cursor_ GUARDED_BY(mu_) = 0;  // FindCleanSlotLocked's next slot
   // Lines whose dirty blocks are on their way to the origin with their
   // stripes released; never evicted meanwhile.
   std::unordered_set<uint64_t> cleaning_ GUARDED_BY(mu_);

@@ -114,6 +114,39 @@ std::string Absolute(const std::string& path) {
   return ec ? path : p.string();
 }
 
+// The cleaner's settings, as attach and set take them.
+void AddCleanerOptions(po::options_description& desc) {
+  desc.add_options()
+      ("dirty-target", po::value<uint32_t>(), "the cleaner holds dirty lines near this percent (default 10)")
+      ("dirty-low", po::value<uint32_t>(), "above this percent of lines dirty the cleaner runs flat out (default 40)")
+      ("dirty-high", po::value<uint32_t>(), "above this percent write-back writes are slowed down (default 60)")
+      ("cleaner-batch", po::value<uint32_t>(), "lines per cleaner pass (default 64)");
+}
+
+// The cleaner options given, each into its field (the others untouched).
+void TakeCleanerOptions(const po::variables_map& vm, std::optional<uint32_t>& target,
+                        std::optional<uint32_t>& high, std::optional<uint32_t>& low,
+                        std::optional<uint32_t>& batch) {
+  auto take = [&](const char* option, std::optional<uint32_t>& field) {
+    if (vm.count(option)) field = vm[option].as<uint32_t>();
+  };
+  take("dirty-target", target);
+  take("dirty-high", high);
+  take("dirty-low", low);
+  take("cleaner-batch", batch);
+}
+
+// attach's cleaner options over the defaults, refused as set refuses them.
+Status CleanerOptionsInto(const po::variables_map& vm, EngineConfig& cfg) {
+  std::optional<uint32_t> target, high, low, batch;
+  TakeCleanerOptions(vm, target, high, low, batch);
+  cfg.dirty_target_pct = target.value_or(cfg.dirty_target_pct);
+  cfg.dirty_high_pct = high.value_or(cfg.dirty_high_pct);
+  cfg.dirty_low_pct = low.value_or(cfg.dirty_low_pct);
+  cfg.cleaner_batch_lines = batch.value_or(cfg.cleaner_batch_lines);
+  return Engine::CheckCleaner({cfg.dirty_target_pct, cfg.dirty_high_pct, cfg.dirty_low_pct, cfg.cleaner_batch_lines});
+}
+
 // --encrypt with one of --key-file and --key-keyring, or none of the three.
 Result<KeySource> KeySourceOf(const po::variables_map& vm) {
   KeySource key;
@@ -173,7 +206,8 @@ int Attach(const std::vector<std::string>& args) {
   CommonOptions common;
   po::options_description desc = common.Describe(
       "cachectl attach --origin DEV --cache DEV [--name NAME] [--mode MODE] [--line-size SIZE] "
-      "[--overprovision PCT] [--ram-cache SIZE] [--force]\n\nexample: cachectl attach --origin /dev/vg0/data --cache /dev/nvme0n1p2 "
+      "[--overprovision PCT] [--ram-cache SIZE]\n                       [--dirty-target PCT] [--dirty-low PCT] "
+      "[--dirty-high PCT] [--cleaner-batch LINES] [--force]\n\nexample: cachectl attach --origin /dev/vg0/data --cache /dev/nvme0n1p2 "
       "--mode writeback --name data");
   desc.add_options()
       ("origin", po::value(&origin)->required(), "the volume to cache (its data is kept): a file, a block "
@@ -208,6 +242,7 @@ int Attach(const std::vector<std::string>& args) {
        "only (head -c 64 /dev/urandom > FILE; chmod 600 FILE)")
       ("key-keyring", po::value<std::string>(), "with --encrypt: a 'user' key of that name in root's kernel keyring "
        "(keyctl padd user NAME @u < FILE)");
+  AddCleanerOptions(desc);
   po::variables_map vm;
   if (int rc = common.Parse(desc, args, vm, "attach"); rc >= 0) return rc;
   if (overprovision > 90) return Fail(kExitUsage, "attach: --overprovision must be 0 to 90 (percent of the SSD)");
@@ -225,8 +260,9 @@ int Attach(const std::vector<std::string>& args) {
   if (vm.count("tls-psk")) spec.tls_psk = Absolute(vm["tls-psk"].as<std::string>());
   if (vm.count("tls-cert")) spec.tls_cert = Absolute(vm["tls-cert"].as<std::string>());
   if (vm.count("listen")) spec.metrics_listen = vm["listen"].as<std::string>();
+  const Status cleaner = CleanerOptionsInto(vm, spec.engine);
   for (const Status& s : {CheckName(name), mode.status(), line.status(), CheckFrontend(frontend), gid.status(),
-                          connections.status(), ram.status(), CheckTcpExport(spec), CheckMetricsListen(spec)}) {
+                          connections.status(), ram.status(), cleaner, CheckTcpExport(spec), CheckMetricsListen(spec)}) {
     if (!s.ok()) return Fail(kExitUsage, "attach: " + s.message());
   }
   // The encryption key, read now: a wrong one changes no device.
@@ -530,7 +566,6 @@ Result<SetRequest> ToSetRequest(const SetFlags& f) {
 int RunSet(const std::vector<std::string>& args) {
   std::string name;
   SetFlags f;
-  uint32_t target = 0, high = 0, low = 0, batch = 0;
   CommonOptions common;
   po::options_description desc = common.Describe(
       "cachectl set NAME [--mode MODE] [--seq-cutoff SIZE] [--dirty-target PCT] [--dirty-high PCT]\n"
@@ -546,21 +581,15 @@ int RunSet(const std::vector<std::string>& args) {
       ("mode", po::value(&f.mode), "new mode; leaving writeback flushes first, with progress")
       ("seq-cutoff", po::value(&f.cutoff), "sequential cutoff (0: off); with --volume also 'cache': the cache's")
       ("volume", po::value(&f.volume), "set this volume's own sequential cutoff (the other settings are the cache's)")
-      ("dirty-target", po::value(&target), "the cleaner holds dirty lines near this percent (default 10)")
-      ("dirty-low", po::value(&low), "above this percent of lines dirty the cleaner runs flat out (default 40)")
-      ("dirty-high", po::value(&high), "above this percent write-back writes are slowed down (default 60)")
-      ("cleaner-batch", po::value(&batch), "lines per cleaner pass")
       ("placement-window", po::value(&f.window),
        "daily local time when the hottest data of the last day is moved in and cold data out (off: never)")
       ("placement-rate", po::value(&f.rate), "bytes a second placement and pin filling may move (e.g. 64M)")
       ("ram-cache", po::value(&f.ram), "the RAM tier above the SSD: a read cache of the hottest blocks in this "
        "much memory, at least 4M (off: none); it starts empty");
+  AddCleanerOptions(desc);
   po::variables_map vm;
   if (int rc = common.Parse(desc, args, vm, "set", "name"); rc >= 0) return rc;
-  if (vm.count("dirty-target")) f.target = target;
-  if (vm.count("dirty-high")) f.high = high;
-  if (vm.count("dirty-low")) f.low = low;
-  if (vm.count("cleaner-batch")) f.batch = batch;
+  TakeCleanerOptions(vm, f.target, f.high, f.low, f.batch);
   Result<SetRequest> request = ToSetRequest(f);
   if (request.ok() && request->empty()) {
     return Fail(kExitUsage, "set: nothing to set (--mode, --seq-cutoff, --dirty-target, --dirty-high, --dirty-low, --cleaner-batch, "

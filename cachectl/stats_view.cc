@@ -124,8 +124,9 @@ void RequestSection(std::string& out, const FieldView& v) {
   Line(out, "cleaner writes", Format("%llu, %s cleaned", static_cast<unsigned long long>(v.Count("cleaner_writes")),
                                      HumanBytes(v.Count("cleaned_bytes")).c_str()));
   Line(out, "cleaner", v.Text("cleaner_state") + ", " + HumanBytes(v.Count("writeback_rate")) + "/s over its last second");
-  if (uint64_t n = v.Count("throttled_writes")) Line(out, "throttled writes", std::to_string(n));
-  if (uint64_t n = v.Count("bypassed_no_space")) Line(out, "no clean slot", std::to_string(n) + " lines went around");
+  Line(out, "throttled writes", std::to_string(v.Count("throttled_writes")) + " (slowed past the high watermark)");
+  Line(out, "no clean line", std::to_string(v.Count("bypassed_no_space")) +
+                                 " lines went around the cache (misses served from the origin, writes written there)");
 }
 
 void ErrorSection(std::string& out, const Fields& fields) {

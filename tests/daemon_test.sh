@@ -37,6 +37,8 @@ expect 2 "not a power of two" -- attach --origin "$W/origin.img" --cache "$W/ssd
 expect 2 "not a valid cache name" -- attach --origin "$W/origin.img" --cache "$W/ssd.img" --name ../x
 expect 2 "unknown front end 'fuse'" -- attach --origin "$W/origin.img" --cache "$W/ssd.img" --frontend fuse
 expect 2 "the option '--origin' is required" -- attach --cache "$W/ssd.img"
+expect 2 "cleaner settings need target <= low < high" -- attach --origin "$W/origin.img" --cache "$W/ssd.img" --dirty-target 50
+expect 2 "cleaner settings need target <= low < high" -- attach --origin "$W/origin.img" --cache "$W/ssd.img" --dirty-low 70 --dirty-high 70
 expect 3 "no cache named 'nope'" -- stats nope
 expect 3 "no cache named 'nope'" -- flush nope
 expect 3 "no cache named 'nope'" -- detach nope
@@ -55,7 +57,8 @@ rc=$?
 [ $rc -eq 4 ] && echo "$out" | grep -q "permission denied" || fail "non-root attach: exit $rc: $out"
 
 echo "== attach, use, stats"
-expect 0 "" -- attach --origin "$W/origin.img" --cache "$W/ssd.img" --name vol --mode writeback
+expect 0 "" -- attach --origin "$W/origin.img" --cache "$W/ssd.img" --name vol --mode writeback --dirty-target 5 \
+  --dirty-low 35 --dirty-high 65 --cleaner-batch 48
 grep -q "write-back: written data lives only on the cache" "$W/out" || fail "attach did not warn about write-back"
 [ "$(stat -c %a "$W/run/vol/control")" = 600 ] || fail "control socket is not 0600"
 nbdinfo "nbd+unix:///vol?socket=$W/run/vol/nbd" | grep -q "export-size: 268435456" || fail "nbdinfo: wrong size"
@@ -71,6 +74,8 @@ for key in '"name": "vol"' '"state": "running"' '"mode": "writeback"' '"line_siz
            '"origin": {"read": 0'; do
   grep -q "$key" "$W/out" || fail "stats --json lacks $key: $(cat "$W/out")"
 done
+grep -q '"dirty_target_pct": 5, "dirty_high_pct": 65, "dirty_low_pct": 35, "cleaner_batch_lines": 48' "$W/out" ||
+  fail "attach's cleaner settings: $(cat "$W/out")"
 grep -q '"read_hits": 0,' "$W/out" && fail "no read hits after reading the same data twice"
 grep -q '"requests": {"fua_writes": [1-9][0-9]*, "flushes": [1-9]' "$W/out" ||
   fail "the FUA write or the flush was not counted: $(cat "$W/out")"
@@ -95,7 +100,7 @@ expect 2 "cleaner settings need target <= low < high" -- set vol --dirty-high 30
 expect 2 "cleaner settings need target <= low < high" -- set vol --dirty-target 45
 expect 0 "" -- set vol --dirty-high 70 --cleaner-batch 32 --dirty-target 15
 expect 0 "" -- stats vol --json
-grep -q '"dirty_target_pct": 15, "dirty_high_pct": 70, "dirty_low_pct": 40, "cleaner_batch_lines": 32' "$W/out" ||
+grep -q '"dirty_target_pct": 15, "dirty_high_pct": 70, "dirty_low_pct": 35, "cleaner_batch_lines": 32' "$W/out" ||
   fail "set cleaner: $(cat "$W/out")"
 
 echo "== flush, mode switch, stop and start warm"

@@ -49,7 +49,7 @@ struct EngineConfig {
   uint32_t dirty_low_pct = 40;
   uint32_t cleaner_batch_lines = 64;     // lines per cleaner pass (sorted, coalesced)
   uint64_t error_threshold = 128;        // cache-device errors before the failed state
-  bool background_cleaner = true;        // false: lines are cleaned only by Flush and eviction
+  bool background_cleaner = true;        // false: lines are cleaned only by Flush (and mode switches, the mover)
   uint32_t promote_after_hits = 1;       // kS3Fifo's: hits in the small queue to reach main (the adaptive policy chooses its own)
   PolicyKind policy = PolicyKind::kAdaptive;  // the others are for comparison (replay --policy)
   // Create only: this share (0..90 %) of the cache device's data area is

@@ -57,7 +57,8 @@ WritebackController::Reading Engine::Impl::CleanerReading(double seconds) {
   const uint64_t queue_ns = origin_meter.QueueNanoseconds(now);
   const double wall_ns = std::chrono::duration<double, std::nano>(now - origin_seen_at).count();
   if (seconds > 0 && wall_ns > 0) {
-    Smooth(origin_queue_depth, double(queue_ns - origin_queue_ns_seen) / wall_ns, seconds);
+    const uint64_t grew = queue_ns - std::min(queue_ns, origin_queue_ns_seen);
+    Smooth(origin_queue_depth, double(grew) / wall_ns, seconds);
   }
   origin_queue_ns_seen = queue_ns;
   origin_seen_at = now;

@@ -7,16 +7,16 @@ bool Measured(const IoRequest& r) { return r.op != IoOp::kFlush; }
 }  // namespace
 
 void OriginMeter::Advance(Clock::time_point now) {
-  // Another thread may have read the clock later and advanced first.
   if (now <= last_) return;
   queue_ns_ += uint64_t(at_origin_) * uint64_t(std::chrono::nanoseconds(now - last_).count());
   last_ = now;
 }
 
 void OriginMeter::Arrive(int64_t n) {
-  const Clock::time_point now = Clock::now();
   MutexLock lock(mu_);
-  Advance(now);
+  // The clock read under the lock: a reading taken before an update must
+  // never exceed what the update leaves (the cleaner subtracts them).
+  Advance(Clock::now());
   at_origin_ += n;
 }
 

@@ -28,6 +28,7 @@ class OriginMeter final : public BlockDevice, private IoCompletion {
   // over them, in nanoseconds (those still there counted up to `now`). Its
   // growth over an interval divided by the interval's length is the mean
   // number of client requests at the origin over it (its queue depth).
+  // Never less than a reading with an earlier `now`.
   uint64_t QueueNanoseconds(Clock::time_point now) const;
 
   uint64_t size_bytes() const override { return origin_->size_bytes(); }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <utility>
 
 #include "cachecore/engine/steps.h"
 
@@ -287,7 +288,13 @@ void SlotTable::ListEvictionLocked(uint64_t line) { unsynced_evictions_[line] = 
 bool SlotTable::TakeSlotLocked(uint32_t slot, uint64_t line) {
   lines_.Set(slot, line);
   index_.Insert(line, slot);
-  if (!pins_.Contains(line)) policy_->OnInsert(slot, line);  // pinned: never a victim
+  if (pins_.Contains(line)) {
+    insert_seen_ = false;  // pinned: never a victim, not under the policy
+  } else if (std::exchange(insert_seen_, false)) {
+    policy_->OnRestore(slot, line);
+  } else {
+    policy_->OnInsert(slot, line);
+  }
   CountLine(line, false, 1);
   LiveStats::Bump(stats_.promotions);
   return unsynced_evictions_.size() > kMaxUnsyncedEvictions;
@@ -295,21 +302,36 @@ bool SlotTable::TakeSlotLocked(uint32_t slot, uint64_t line) {
 
 std::optional<uint32_t> SlotTable::PickVictimLocked(uint64_t incoming, VictimHandler& victims,
                                                     uint64_t max_looks) {
+  uint64_t refused = 0, refused_dirty = 0;
   std::optional<uint32_t> victim = policy_->PickVictim(
       incoming, [&](uint32_t s) {
         mu_.AssertHeld();  // the policy calls back under mu_
-        if (cleaning_.count(lines_.Get(s))) return false;  // on its way to the origin
-        if (SlotDirtyLocked(s)) return false;  // never cleaned for a request
-        return victims.Claim(lines_.Get(s));
+        ++refused;  // unless claimed, below
+        if (cleaning_.count(lines_.Get(s)) || SlotDirtyLocked(s)) {  // never cleaned for a request
+          ++refused_dirty;
+          return false;
+        }
+        if (!victims.Claim(lines_.Get(s))) return false;
+        --refused;
+        return true;
       },
       kVictimRefusals, max_looks);
-  return victim ? victim : FindCleanSlotLocked(victims);
+  if (victim) return victim;
+  // The policy gave up on dirty candidates: look past them. Not when it
+  // chose to keep the line out (W-TinyLFU's admission) or ran out of looks
+  // among lines with hits (a reactor's bound): those are its choices.
+  if (refused < kVictimRefusals || refused_dirty == 0) return std::nullopt;
+  victim = FindCleanSlotLocked(victims);
+  // The policy saw this miss in PickVictim; the insert is not a second one.
+  insert_seen_ = victim.has_value();
+  return victim;
 }
 
 // The cleaner cleans in origin order, so the clean lines of a cache near
 // all dirty lie anywhere in the policy's order, mostly past the few
 // candidates it may refuse: without this look the misses of such a cache
-// went around it with the reserve's lines at hand.
+// went around it with the reserve's lines at hand. Such a victim leaves
+// no ghost in the policy (it did not choose it).
 std::optional<uint32_t> SlotTable::FindCleanSlotLocked(VictimHandler& victims) {
   const uint64_t looks = std::min<uint64_t>(kReserveLooks, capacity_);
   for (uint64_t n = 0; n < looks; ++n) {

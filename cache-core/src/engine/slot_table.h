@@ -483,6 +483,9 @@ class SlotTable {
   LineIntervals pins_ GUARDED_BY(mu_);
   uint64_t clean_cursor_ GUARDED_BY(mu_) = 0;
   uint32_t reserve_cursor_ GUARDED_BY(mu_) = 0;  // FindCleanSlotLocked's next slot
+  // The policy saw the miss of the next TakeSlotLocked already (a victim
+  // FindCleanSlotLocked found): the insert comes under it as a restore.
+  bool insert_seen_ GUARDED_BY(mu_) = false;
   // Lines whose dirty blocks are on their way to the origin with their
   // stripes released; never evicted meanwhile.
   std::unordered_set<uint64_t> cleaning_ GUARDED_BY(mu_);

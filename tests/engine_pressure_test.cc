@@ -208,6 +208,11 @@ TEST_F(PressureTest, StatsShowTheBytesCleanedOverTheLastSecond) {
   const uint64_t rate = std::max(first, rig_.engine().stats().writeback_rate_bytes);
   EXPECT_GT(rate, 0u);
   EXPECT_LE(rate, cleaned * kBlock);  // over a second or more
+  // Two seconds more without a tick (a pass that long, or the cleaner
+  // stopped): nothing was cleaned since, and stats say so, not the last
+  // figure.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));
+  EXPECT_EQ(rig_.engine().stats().writeback_rate_bytes, 0u);
 }
 
 TEST_F(PressureTest, ClientSyncsAloneDoNotMakeTheOriginBusy) {

@@ -538,6 +538,7 @@ Status Engine::SetRamCache(uint64_t bytes) {
 
 StatsSnapshot Engine::stats() const {
   StatsSnapshot s = impl_->stats.Snapshot(impl_->capacity, impl_->failed.load());
+  s.writeback_rate_bytes = impl_->WritebackRateNow();
   s.ram_cache_bytes = impl_->ram.capacity_bytes();
   s.ram_used_bytes = impl_->ram.held_blocks() * kBlockSize;
   s.metadata_failed = impl_->dev.metadata->failed();

@@ -488,6 +488,7 @@ struct Engine::Impl {
   Result<uint64_t> CleanerTick(double seconds) EXCLUDES(cleaner_tick_mu);
   WritebackController::Reading CleanerReading(double seconds) REQUIRES(cleaner_tick_mu);
   void UpdateWritebackRate() REQUIRES(cleaner_tick_mu);
+  uint64_t WritebackRateNow() const;  // the writeback rate stats show
   void StartCleaner();
   void StopCleaner();
   // How long a write-back write waits before it runs: 0 unless dirty lines
@@ -637,14 +638,15 @@ struct Engine::Impl {
   Mutex cleaner_tick_mu;  // one tick at a time (the cleaner's, or a test's)
   WritebackController controller GUARDED_BY(cleaner_tick_mu);
   // The origin meter's reading at the last tick, and the clients' mean
-  // queue depth at the origin since, smoothed over a second.
+  // queue depth at the origin since (at most one), smoothed over a second.
   uint64_t origin_queue_ns_seen GUARDED_BY(cleaner_tick_mu) = 0;
   OriginMeter::Clock::time_point origin_seen_at GUARDED_BY(cleaner_tick_mu) = OriginMeter::Clock::now();
   double origin_queue_depth GUARDED_BY(cleaner_tick_mu) = 0;
-  // UpdateWritebackRate's: when it last updated, and cleaned_blocks then.
-  std::chrono::steady_clock::time_point rate_since GUARDED_BY(cleaner_tick_mu) =
-      std::chrono::steady_clock::now();
-  uint64_t rate_blocks GUARDED_BY(cleaner_tick_mu) = 0;
+  // UpdateWritebackRate's: when it last updated (steady clock, ns), and
+  // cleaned_blocks then. Written under cleaner_tick_mu, read by stats too.
+  std::atomic<int64_t> rate_updated_ns{std::chrono::duration_cast<std::chrono::nanoseconds>(
+      std::chrono::steady_clock::now().time_since_epoch()).count()};
+  std::atomic<uint64_t> rate_blocks{0};
   std::atomic<bool> shut_down{false};
 
   // Pinning and placement.

@@ -37,19 +37,41 @@ void Smooth(double& average, double now, double seconds) {
 
 }  // namespace
 
+namespace {
+int64_t SteadyNanoseconds() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+// Bytes a second cleaned between `blocks_then`, `seconds` ago, and now.
+uint64_t CleanedPerSecond(uint64_t blocks_now, uint64_t blocks_then, double seconds) {
+  const uint64_t cleaned = blocks_now - std::min(blocks_now, blocks_then);  // counters may be reset
+  return static_cast<uint64_t>(double(cleaned) * kBlockSize / seconds);
+}
+// A rate left by an update this long ago is stale (a pass still running).
+constexpr double kStaleRateSeconds = 2.0;
+}  // namespace
+
 // The bytes a second cleaned since the last update, once a second of wall
 // time has passed (a flat-out tick may run its passes for many seconds:
 // updated after each of them too).
 void Engine::Impl::UpdateWritebackRate() {
-  const auto now = std::chrono::steady_clock::now();
-  const double elapsed = std::chrono::duration<double>(now - rate_since).count();
+  const int64_t now = SteadyNanoseconds();
+  const double elapsed = double(now - rate_updated_ns.load()) / 1e9;
   if (elapsed < 1.0) return;
   const uint64_t blocks = stats.cleaned_blocks.load();
-  const uint64_t cleaned = blocks - std::min(blocks, rate_blocks);  // counters may be reset
-  stats.writeback_rate_bytes.store(static_cast<uint64_t>(double(cleaned) * kBlockSize / elapsed),
-                                   std::memory_order_relaxed);
-  rate_since = now;
-  rate_blocks = blocks;
+  stats.writeback_rate_bytes.store(CleanedPerSecond(blocks, rate_blocks.load(), elapsed), std::memory_order_relaxed);
+  rate_blocks.store(blocks);
+  rate_updated_ns.store(now);
+}
+
+// What `stats` shows. A pass that cleans while clients keep the disk busy
+// may run many seconds, and the rate the one before it left (at a burst's
+// speed) was shown all along while nothing was cleaned: past two seconds
+// without an update, what was cleaned since, per second since.
+uint64_t Engine::Impl::WritebackRateNow() const {
+  const double since = double(SteadyNanoseconds() - rate_updated_ns.load()) / 1e9;
+  if (since < kStaleRateSeconds) return stats.writeback_rate_bytes.load(std::memory_order_relaxed);
+  return CleanedPerSecond(stats.cleaned_blocks.load(), rate_blocks.load(), since);
 }
 
 WritebackController::Reading Engine::Impl::CleanerReading(double seconds) {
@@ -57,8 +79,11 @@ WritebackController::Reading Engine::Impl::CleanerReading(double seconds) {
   const uint64_t queue_ns = origin_meter.QueueNanoseconds(now);
   const double wall_ns = std::chrono::duration<double, std::nano>(now - origin_seen_at).count();
   if (seconds > 0 && wall_ns > 0) {
+    // Capped at one: past that the origin is no busier for the cleaner's
+    // purpose, and an average of a depth of 16 took four seconds to fall
+    // under the threshold once the clients stopped (one, a second).
     const uint64_t grew = queue_ns - std::min(queue_ns, origin_queue_ns_seen);
-    Smooth(origin_queue_depth, double(grew) / wall_ns, seconds);
+    Smooth(origin_queue_depth, std::min(1.0, double(grew) / wall_ns), seconds);
   }
   origin_queue_ns_seen = queue_ns;
   origin_seen_at = now;

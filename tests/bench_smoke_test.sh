@@ -38,6 +38,11 @@ for config, phases in (("cachectl", 3), ("nbdkit-cache", 3), ("uncached", 2)):
         fail(f"pressure section: {len(done)} phases with I/O on {config}, expected {phases}")
 if not pressure["timeline"] or pressure["drain"]["seconds"] <= 0:
     fail(f"pressure section: no timeline or drain: {pressure['drain']}")
+if pressure["disk_seq_mb_s"] <= 0 or pressure["disk_randwrite_mb_s"] <= 0:
+    fail(f"pressure section: the bare disk's writes were not measured: {pressure['disk_seq_mb_s']}, "
+         f"{pressure['disk_randwrite_mb_s']}")
+if any("bypassed_no_space" not in row for row in pressure["timeline"]) or "to_target_after_burst_s" not in pressure:
+    fail("pressure section: the timeline lacks the requests around the cache, or the time to the target")
 meta = r["metadata"][0]
 # Every line dirty but for a few: the ghost's false matches (12-bit
 # fingerprints: about 0.2 % of the churn's misses) send some of the churn's

@@ -16,7 +16,11 @@ fio jobs on the same regions):
           region and the read region
   drain   cachectl only: no client I/O; the time until dirty lines are back
           at the target, and the bytes a second cleaning reached meanwhile
-cachectl's `stats` are sampled twice a second throughout for the plot."""
+cachectl's `stats` are sampled twice a second throughout for the plot,
+the time from the burst's end to the target, and the misses each phase
+served around the cache for want of a clean line. The bare disk's 4 KiB
+random writes and 1 MiB sequential writes, measured first on the read
+region (never cached before its phase), set the cleaning's bounds."""
 import json
 import os
 import subprocess
@@ -30,7 +34,8 @@ SAMPLE_SECONDS = 0.5
 
 class StatsSampler:
     """`read` (the daemon's stats, parsed) twice a second in a thread:
-    (seconds since start, phase, dirty %, writeback MB/s, throttled writes)."""
+    (seconds since start, phase, dirty %, writeback MB/s, throttled writes,
+    requests around a cache with no clean line)."""
 
     def __init__(self, read):
         self.read = read
@@ -48,7 +53,8 @@ class StatsSampler:
             self.rows.append({"t": round(time.monotonic() - started, 2), "phase": self.phase,
                               "dirty_pct": round(100 * s["dirty_lines"] / s["capacity_lines"], 2),
                               "writeback_mb_s": round(s["writeback_rate"] / 1e6, 2),
-                              "throttled_writes": s["throttled_writes"], "state": s["cleaner_state"]})
+                              "throttled_writes": s["throttled_writes"], "state": s["cleaner_state"],
+                              "bypassed_no_space": s["bypassed_no_space"]})
 
     def __enter__(self):
         self.thread = threading.Thread(target=self.run, daemon=True)
@@ -115,6 +121,32 @@ def drain(bench, sampler, limit_seconds):
             "dirty_pct_end": round(100 * now["dirty_lines"] / now["capacity_lines"], 1), "target_pct": target}
 
 
+def bare_disk(bench, reads_at, reads_size, log_point):
+    """The bare disk's 4 KiB random writes at depth 16 and 1 MiB sequential
+    writes at depth 4, on the read region: the bounds of cleaning's speed
+    (its writes are sorted and coalesced, but scattered over the disk)."""
+    points = {}
+    for name, rw, bs, depth in (("randwrite", "randwrite", "4k", 16), ("seqwrite", "write", "1m", 4)):
+        r = fio(bench.targets["uncached"], rw, bs, depth, bench.seconds, bench.size,
+                ("--randrepeat=0", f"--offset={reads_at}", f"--size={reads_size}"), bench.servers("uncached"))
+        r.update({"workload": f"pressure-disk-{name}", "config": "uncached"})
+        bench.results["points"].append(r)
+        log_point(r)
+        points[name] = r
+    return points
+
+
+def to_target(rows, target):
+    """Seconds from the burst's last sample until dirty lines were first
+    back within a point of the target (None: not while sampled)."""
+    burst = [r for r in rows if r["phase"] == "burst"]
+    if not burst:
+        return None
+    end = burst[-1]["t"]
+    reached = next((r["t"] for r in rows if r["t"] > end and r["dirty_pct"] <= target + 1), None)
+    return None if reached is None else round(reached - end, 1)
+
+
 def pressure(bench, log, log_point):
     log("== pressure: a write burst, reads of data not in the cache, a mix, the drain")
     bench.cachectl("flush", "bench")  # what earlier sections left dirty
@@ -122,22 +154,15 @@ def pressure(bench, log, log_point):
     with StatsSampler(bench.stats) as sampler:
         now = sampler.read()
         capacity = now["capacity_lines"] * now["line_size"]
-        # The bare disk's random writes, for the drain's ratio (the cleaner's
-        # writes are sorted and coalesced, but scattered over the disk); on
-        # the read region, which the cache never sees before its phase.
         (_, _), (reads_at, reads_size) = regions(bench, capacity)
         sampler.phase = "disk alone"
-        bare_writes = fio(bench.targets["uncached"], "randwrite", "4k", 16, bench.seconds, bench.size,
-                          ("--randrepeat=0", f"--offset={reads_at}", f"--size={reads_size}"),
-                          bench.servers("uncached"))
-        bare_writes.update({"workload": "pressure-disk-randwrite", "config": "uncached"})
-        bench.results["points"].append(bare_writes)
-        log_point(bare_writes)
-        out = {"configs": {}, "disk_randwrite_mb_s": bare_writes["mb_s"], "disk_seq_mb_s": 210,
-               "cache_bytes": capacity}
+        disk = bare_disk(bench, reads_at, reads_size, log_point)
+        out = {"configs": {}, "disk_randwrite_mb_s": disk["randwrite"]["mb_s"],
+               "disk_seq_mb_s": disk["seqwrite"]["mb_s"], "cache_bytes": capacity}
         out["configs"]["cachectl"] = run_phases(bench, "cachectl", bench.targets["cachectl"], capacity, sampler)
         out["drain"] = drain(bench, sampler, 30 if bench.smoke else 120 if bench.quick else 600)
     out["timeline"] = sampler.rows
+    out["to_target_after_burst_s"] = to_target(sampler.rows, out["drain"]["target_pct"])
     for config in ("uncached", "nbdkit-cache"):
         out["configs"][config] = run_phases(bench, config, bench.targets[config], capacity)
     bench.results["pressure"] = out
@@ -196,6 +221,21 @@ def p99s(point):
     return ", ".join(f"{d[0]} {point[f'{d}_p99_ms']:.1f}" for d in ("read", "write") if f"{d}_p99_ms" in point)
 
 
+def around_lines(out):
+    """The requests each cachectl phase served around the cache for want of
+    a clean line (stats' bypassed_no_space, between the phase's first and
+    last samples)."""
+    if not out["timeline"] or not all("bypassed_no_space" in r for r in out["timeline"]):
+        return []  # a run from before it was sampled
+    by_phase = {}
+    for r in out["timeline"]:
+        first, _ = by_phase.get(r["phase"], (r["bypassed_no_space"], 0))
+        by_phase[r["phase"]] = (first, r["bypassed_no_space"])
+    parts = [f"{phase} {last - first}" for phase, (first, last) in by_phase.items()
+             if phase in ("burst", "reads", "mixed")]
+    return ["", "Requests served around the cache for want of a clean line, by phase: " + ", ".join(parts) + "."]
+
+
 def report_lines(results, plots):
     out = results.get("pressure")
     if not out:
@@ -212,14 +252,18 @@ def report_lines(results, plots):
         ratio = lambda other: f"{got['cachectl']['iops'] / got[other]['iops']:.2f}" if got["cachectl"] and got[other] else "-"
         lines.append(f"| {phase} | {cells} | {ratio('uncached')} | {ratio('nbdkit-cache')} |")
     d = out["drain"]
+    lines += around_lines(out)
     burst_end = [r for r in out["timeline"] if r["phase"] == "burst"]
     peak = max((r["dirty_pct"] for r in out["timeline"]), default=0)
     throttled = burst_end[-1]["throttled_writes"] if burst_end else 0
+    after = out.get("to_target_after_burst_s")
+    reached = (f"back at the target {after:.0f} s after the burst ended" if after is not None
+               else "not back at the target before the clients stopped")
     lines += ["", f"Dirty lines peaked at {peak:.0f} % of the cache ({throttled} writes throttled by the end of "
-                  f"the burst). With no client I/O, cleaning took {d['seconds']:.0f} s from {d['dirty_pct_start']:.0f} % "
+                  f"the burst), {reached}. With no client I/O, cleaning took {d['seconds']:.0f} s from {d['dirty_pct_start']:.0f} % "
                   f"to {d['dirty_pct_end']:.0f} % (target {d['target_pct']} %"
                   f"{'' if d['reached_target'] else ', not reached in the time allowed'}): {d['mb_s']} MB/s, "
-                  f"{d['mb_s'] / out['disk_seq_mb_s']:.2f}x the disk's {out['disk_seq_mb_s']} MB/s sequential "
-                  f"bandwidth and {d['mb_s'] / out['disk_randwrite_mb_s']:.1f}x its 4 KiB random writes "
+                  f"{d['mb_s'] / out['disk_seq_mb_s']:.2f}x the disk's {out['disk_seq_mb_s']:.0f} MB/s sequential "
+                  f"writes (1 MiB at depth 4) and {d['mb_s'] / out['disk_randwrite_mb_s']:.1f}x its 4 KiB random writes "
                   f"({out['disk_randwrite_mb_s']:.2f} MB/s at depth 16).", ""]
     return lines + timeline_plot(out, plots)

@@ -215,6 +215,16 @@ TEST_F(PressureTest, StatsShowTheBytesCleanedOverTheLastSecond) {
   EXPECT_EQ(rig_.engine().stats().writeback_rate_bytes, 0u);
 }
 
+TEST_F(PressureTest, WithoutTheBackgroundCleanerTheRateStaysZero) {
+  // Replay and tools run no cleaner: only Flush cleans, and no tick sets a
+  // rate, so none is made up from the time since the engine started.
+  WriteNewLines(20);
+  ASSERT_TRUE(rig_.engine().Flush().ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));
+  EXPECT_EQ(rig_.engine().stats().writeback_rate_bytes, 0u);
+  EXPECT_EQ(Dirty(), 0u);
+}
+
 TEST_F(PressureTest, ClientSyncsAloneDoNotMakeTheOriginBusy) {
   // A database in write-back: its writes stay in the cache, its syncs reach
   // the origin as flushes only. The cleaner must not back off for them.

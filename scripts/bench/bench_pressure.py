@@ -43,20 +43,24 @@ class StatsSampler:
         self.rows = []
         self.stopped = threading.Event()
 
+    def record(self, s):
+        """One row of the timeline from stats `s` (the thread's, or a
+        reading of the caller's that must be in it)."""
+        self.rows.append({"t": round(time.monotonic() - self.started, 2), "phase": self.phase,
+                          "dirty_pct": round(100 * s["dirty_lines"] / s["capacity_lines"], 2),
+                          "writeback_mb_s": round(s["writeback_rate"] / 1e6, 2),
+                          "throttled_writes": s["throttled_writes"], "state": s["cleaner_state"],
+                          "bypassed_no_space": s["bypassed_no_space"]})
+
     def run(self):
-        started = time.monotonic()
         while not self.stopped.wait(SAMPLE_SECONDS):
             try:
-                s = self.read()
+                self.record(self.read())
             except (subprocess.CalledProcessError, json.JSONDecodeError):
                 continue
-            self.rows.append({"t": round(time.monotonic() - started, 2), "phase": self.phase,
-                              "dirty_pct": round(100 * s["dirty_lines"] / s["capacity_lines"], 2),
-                              "writeback_mb_s": round(s["writeback_rate"] / 1e6, 2),
-                              "throttled_writes": s["throttled_writes"], "state": s["cleaner_state"],
-                              "bypassed_no_space": s["bypassed_no_space"]})
 
     def __enter__(self):
+        self.started = time.monotonic()
         self.thread = threading.Thread(target=self.run, daemon=True)
         self.thread.start()
         return self
@@ -114,6 +118,7 @@ def drain(bench, sampler, limit_seconds):
             break
         time.sleep(SAMPLE_SECONDS)
     seconds = time.monotonic() - started
+    sampler.record(now)  # the timeline ends where the drain did
     cleaned_mb = (start_dirty - now["dirty_lines"]) * now["line_size"] / 1e6
     return {"seconds": round(seconds, 1), "reached_target": 100 * now["dirty_lines"] / now["capacity_lines"] <= target + 1,
             "cleaned_mb": round(cleaned_mb, 1), "mb_s": round(cleaned_mb / seconds, 2) if seconds else None,
@@ -138,7 +143,8 @@ def bare_disk(bench, reads_at, reads_size, log_point):
 
 def to_target(rows, target):
     """Seconds from the burst's last sample until dirty lines were first
-    back within a point of the target (None: not while sampled)."""
+    back within a point of the target (None: not while sampled, which
+    ends where the drain ended)."""
     burst = [r for r in rows if r["phase"] == "burst"]
     if not burst:
         return None
@@ -227,13 +233,18 @@ def around_lines(out):
     last samples)."""
     if not out["timeline"] or not all("bypassed_no_space" in r for r in out["timeline"]):
         return []  # a run from before it was sampled
-    by_phase = {}
+    by_phase = {}  # phase: (the count before it, at its last sample)
+    before = out["timeline"][0]["bypassed_no_space"]
     for r in out["timeline"]:
-        first, _ = by_phase.get(r["phase"], (r["bypassed_no_space"], 0))
+        first, _ = by_phase.get(r["phase"], (before, 0))
         by_phase[r["phase"]] = (first, r["bypassed_no_space"])
+        before = r["bypassed_no_space"]
     parts = [f"{phase} {last - first}" for phase, (first, last) in by_phase.items()
              if phase in ("burst", "reads", "mixed")]
-    return ["", "Requests served around the cache for want of a clean line, by phase: " + ", ".join(parts) + "."]
+    if not parts:
+        return []
+    return ["", "Lines of requests served around the cache for want of a clean line, by phase: " +
+            ", ".join(parts) + "."]
 
 
 def report_lines(results, plots):
@@ -256,11 +267,14 @@ def report_lines(results, plots):
     burst_end = [r for r in out["timeline"] if r["phase"] == "burst"]
     peak = max((r["dirty_pct"] for r in out["timeline"]), default=0)
     throttled = burst_end[-1]["throttled_writes"] if burst_end else 0
-    after = out.get("to_target_after_burst_s")
-    reached = (f"back at the target {after:.0f} s after the burst ended" if after is not None
-               else "not back at the target before the clients stopped")
+    if "to_target_after_burst_s" not in out:
+        reached = ""  # a run from before it was measured
+    elif out["to_target_after_burst_s"] is None:
+        reached = ", not back at the target by the end of the drain"
+    else:
+        reached = f", back at the target {out['to_target_after_burst_s']:.0f} s after the burst ended"
     lines += ["", f"Dirty lines peaked at {peak:.0f} % of the cache ({throttled} writes throttled by the end of "
-                  f"the burst), {reached}. With no client I/O, cleaning took {d['seconds']:.0f} s from {d['dirty_pct_start']:.0f} % "
+                  f"the burst){reached}. With no client I/O, cleaning took {d['seconds']:.0f} s from {d['dirty_pct_start']:.0f} % "
                   f"to {d['dirty_pct_end']:.0f} % (target {d['target_pct']} %"
                   f"{'' if d['reached_target'] else ', not reached in the time allowed'}): {d['mb_s']} MB/s, "
                   f"{d['mb_s'] / out['disk_seq_mb_s']:.2f}x the disk's {out['disk_seq_mb_s']:.0f} MB/s sequential "

@@ -647,6 +647,7 @@ struct Engine::Impl {
   std::atomic<int64_t> rate_updated_ns{std::chrono::duration_cast<std::chrono::nanoseconds>(
       std::chrono::steady_clock::now().time_since_epoch()).count()};
   std::atomic<uint64_t> rate_blocks{0};
+  std::atomic<bool> cleaner_ticked{false};  // a CleanerTick has run
   std::atomic<bool> shut_down{false};
 
   // Pinning and placement.

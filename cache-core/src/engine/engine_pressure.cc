@@ -70,7 +70,11 @@ void Engine::Impl::UpdateWritebackRate() {
 // without an update, what was cleaned since, per second since.
 uint64_t Engine::Impl::WritebackRateNow() const {
   const double since = double(SteadyNanoseconds() - rate_updated_ns.load()) / 1e9;
-  if (since < kStaleRateSeconds) return stats.writeback_rate_bytes.load(std::memory_order_relaxed);
+  // Without ticks (no background cleaner: replay, tools) only Flush cleans,
+  // and the rate stays what no tick ever set.
+  if (since < kStaleRateSeconds || !cleaner_ticked.load()) {
+    return stats.writeback_rate_bytes.load(std::memory_order_relaxed);
+  }
   return CleanedPerSecond(stats.cleaned_blocks.load(), rate_blocks.load(), since);
 }
 
@@ -79,11 +83,14 @@ WritebackController::Reading Engine::Impl::CleanerReading(double seconds) {
   const uint64_t queue_ns = origin_meter.QueueNanoseconds(now);
   const double wall_ns = std::chrono::duration<double, std::nano>(now - origin_seen_at).count();
   if (seconds > 0 && wall_ns > 0) {
-    // Capped at one: past that the origin is no busier for the cleaner's
-    // purpose, and an average of a depth of 16 took four seconds to fall
-    // under the threshold once the clients stopped (one, a second).
+    // The average capped at one: past that the origin is no busier for the
+    // cleaner's purpose, and an average of a depth of 16 took four seconds
+    // to fall under the threshold once the clients stopped (from one, about
+    // a second). The ticks' depths are not capped: clients at depth 16 a
+    // tenth of the time keep the origin busy.
     const uint64_t grew = queue_ns - std::min(queue_ns, origin_queue_ns_seen);
-    Smooth(origin_queue_depth, std::min(1.0, double(grew) / wall_ns), seconds);
+    Smooth(origin_queue_depth, double(grew) / wall_ns, seconds);
+    origin_queue_depth = std::min(origin_queue_depth, 1.0);
   }
   origin_queue_ns_seen = queue_ns;
   origin_seen_at = now;
@@ -101,6 +108,7 @@ WritebackController::Reading Engine::Impl::CleanerReading(double seconds) {
 
 Result<uint64_t> Engine::Impl::CleanerTick(double seconds) {
   MutexLock lock(cleaner_tick_mu);
+  cleaner_ticked.store(true);
   const WritebackController::Reading r = CleanerReading(seconds);
   // Cleaning ends in a synced record; with a failed store it cannot.
   const bool can_clean = !dev.metadata->failed();

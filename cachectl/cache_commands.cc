@@ -206,7 +206,7 @@ int Attach(const std::vector<std::string>& args) {
   CommonOptions common;
   po::options_description desc = common.Describe(
       "cachectl attach --origin DEV --cache DEV [--name NAME] [--mode MODE] [--line-size SIZE] "
-      "[--overprovision PCT] [--ram-cache SIZE]\n                       [--dirty-target PCT] [--dirty-low PCT] "
+      "[--overprovision PCT] [--ram-cache SIZE]\n                [--dirty-target PCT] [--dirty-low PCT] "
       "[--dirty-high PCT] [--cleaner-batch LINES] [--force]\n\nexample: cachectl attach --origin /dev/vg0/data --cache /dev/nvme0n1p2 "
       "--mode writeback --name data");
   desc.add_options()

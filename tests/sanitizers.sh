@@ -10,7 +10,7 @@ units=(block_device_contract_test slot_structures_test policy_candidates_test ad
        nbd_interop_test fault_matrix_test dirty_map_test wipe_test hdd_model_test protocol_test
        thread_annotations_test reactor_test engine_async_test engine_async_through_test engine_async_edges_test nbd_device_depth_test checksum_test
        stripe_lock_test nbd_async_test engine_pressure_test writeback_controller_test stats_view_test
-       nbd_tls_test nvme_export_test prometheus_test history_test
+       nbd_tls_test nvme_export_test prometheus_test history_test slot_table_victim_test
        volume_set_test engine_volumes_test nbd_exports_test encryption_test ram_tier_test)
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCACHECTL_FUZZ=ON \
   -DCACHECTL_WERROR=OFF >/dev/null
